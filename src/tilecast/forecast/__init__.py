@@ -1,0 +1,1 @@
+"""Graph + predictors -> per-op and end-to-end latency; kernel-row forecasts."""

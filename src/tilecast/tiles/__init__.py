@@ -1,0 +1,1 @@
+"""Tiles, waves, roofline bounds and feature vectors (pure numpy, vectorised)."""
