@@ -3,6 +3,10 @@
 Units are in the field names. ``fp32_gflops``, ``mem_gb``, ``mem_bw_gbs``, ``num_sm`` and ``l2_mb``
 carry exactly the NeuSight device-file values (``SingleFLOPs``, ``Dev_Mem``, ``Mem_Bw``,
 ``Num_Sm``, ``L2Cache``) for the GPUs of the data, so features computed from them match the paper.
+The other GPUs carry their vendor datasheet values; each file says where a number is derived.
+
+One spec is one device as ``torch.cuda`` enumerates it: a part whose dies show up as separate
+devices (the MI250X's two GCDs) is described per die, as NeuSight's own MI250 file does.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from tilecast.paths import CONF_DIR
 from tilecast.specs.catalog import (
     build_dataclass,
     nonempty_str,
+    one_of,
     positive,
     positive_int,
     read_yaml,
@@ -49,7 +54,7 @@ class GpuSpec:
 
     @property
     def label_dir(self) -> str:
-        """Directory name used by the data's labels (``NVIDIA A100-PCIE-40GB`` -> ``NVIDIA_A100-PCIE-40GB``)."""
+        """Directory name of the data's labels: ``NVIDIA A100 80GB PCIe`` -> ``NVIDIA_A100_80GB_PCIe``."""
         return self.device_name.replace(" ", "_")
 
     @property
@@ -61,14 +66,20 @@ class GpuSpec:
         """Peak GFLOP/s for ``dtype`` (fp32, tf32, bf16, fp16, fp8); falls back to fp32 when unpublished."""
         if dtype == "fp32":
             return self.fp32_gflops
-        tflops = getattr(self, f"{dtype}_tflops", None)
+        if dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+        tflops = getattr(self, f"{dtype}_tflops")
         return tflops * 1000.0 if tflops else self.fp32_gflops
+
+
+#: dtypes with a peak in :class:`GpuSpec` (``peak_gflops``)
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
 _CHECKS = {
     "key": nonempty_str,
     "device_name": nonempty_str,
-    "vendor": lambda v: v in ("nvidia", "amd"),
+    "vendor": one_of("nvidia", "amd"),
     "architecture": nonempty_str,
     "source": nonempty_str,
     "num_sm": positive_int,
@@ -99,7 +110,18 @@ def load_gpu_file(path: Path) -> GpuSpec:
 
 @functools.cache
 def _catalog(conf_dir: Path) -> dict[str, GpuSpec]:
-    return {p.stem: load_gpu_file(p) for p in sorted((conf_dir / "gpu").glob("*.yaml"))}
+    """Load every ``gpu/*.yaml``; two files claiming one device name would make lookups ambiguous."""
+    cat: dict[str, GpuSpec] = {}
+    owner: dict[str, Path] = {}
+    for p in sorted((conf_dir / "gpu").glob("*.yaml")):
+        spec = load_gpu_file(p)
+        for name in (spec.device_name, spec.label_dir):
+            if name in owner and owner[name] != p:
+                raise SpecError(f"{p}: field 'device_name' has value {spec.device_name!r}, "
+                                f"which {owner[name]} already names")
+            owner[name] = p
+        cat[spec.key] = spec
+    return cat
 
 
 def all_gpus(conf_dir: Path = CONF_DIR) -> dict[str, GpuSpec]:
@@ -115,5 +137,4 @@ def get_gpu(name: str, conf_dir: Path = CONF_DIR) -> GpuSpec:
     for spec in cat.values():
         if name in (spec.device_name, spec.label_dir):
             return spec
-    names = list(cat) + [s.device_name for s in cat.values()]
-    raise unknown_error("GPU", name, names)
+    raise unknown_error("GPU", name, {k: [s.device_name, s.label_dir] for k, s in cat.items()})

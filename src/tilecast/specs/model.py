@@ -2,7 +2,8 @@
 
 A catalog file holds ``key``, ``family``, ``source`` and ``config``: the model's published
 Hugging Face config with its exact keys and values. :class:`ModelSpec` normalises the fields the
-graph builders need, one reader per family (a registry, not a chain of ifs).
+graph builders need, one :class:`Family` per family (a registry, not a chain of ifs). Every error
+names the file, the field (``config.<key>`` for a config key) and the value.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from tilecast.paths import CONF_DIR
-from tilecast.specs.catalog import nonempty_str, read_yaml, unknown_error
+from tilecast.specs.catalog import invalid, nonempty_str, positive_int, read_yaml, unknown_error
 from tilecast.specs.errors import SpecError
 
 
@@ -32,7 +33,7 @@ class ModelSpec:
     head_dim: int
     intermediate_size: int
     vocab_size: int
-    max_positions: int  # 0: no learned positions limit (relative / rotary up to max_positions)
+    max_positions: int  # learned or rotary context length; 0: none (switch: relative attention)
     activation: str  # gelu_new | gelu | relu | silu
     norm: str  # layernorm | rmsnorm
     tie_word_embeddings: bool
@@ -51,92 +52,180 @@ class ModelSpec:
         return self.family == "llama"
 
 
-def _gpt2(c: Mapping[str, Any]) -> dict[str, Any]:
-    h, nh = c["n_embd"], c["n_head"]
-    return dict(hidden_size=h, num_layers=c["n_layer"], num_heads=nh, num_kv_heads=nh, head_dim=h // nh,
-                intermediate_size=c.get("n_inner") or 4 * h, vocab_size=c["vocab_size"],
-                max_positions=c["n_positions"], activation=c.get("activation_function", "gelu_new"),
-                norm="layernorm", tie_word_embeddings=True)
+class _BadConfig(Exception):
+    """A config key that is missing or holds a value of the wrong kind (turned into a SpecError)."""
+
+    def __init__(self, key: str, value: Any, expected: str) -> None:
+        super().__init__(key, value, expected)
+        self.key, self.value, self.expected = key, value, expected
 
 
-def _opt(c: Mapping[str, Any]) -> dict[str, Any]:
-    h, nh = c["hidden_size"], c["num_attention_heads"]
-    return dict(hidden_size=h, num_layers=c["num_hidden_layers"], num_heads=nh, num_kv_heads=nh,
-                head_dim=h // nh, intermediate_size=c["ffn_dim"], vocab_size=c["vocab_size"],
-                max_positions=c["max_position_embeddings"], activation=c.get("activation_function", "relu"),
-                norm="layernorm", tie_word_embeddings=True,
-                word_embed_proj_dim=c.get("word_embed_proj_dim", h))
+_MISSING = object()
 
 
-def _bert(c: Mapping[str, Any]) -> dict[str, Any]:
-    h, nh = c["hidden_size"], c["num_attention_heads"]
-    return dict(hidden_size=h, num_layers=c["num_hidden_layers"], num_heads=nh, num_kv_heads=nh,
-                head_dim=h // nh, intermediate_size=c["intermediate_size"], vocab_size=c["vocab_size"],
-                max_positions=c["max_position_embeddings"], activation=c.get("hidden_act", "gelu"),
-                norm="layernorm", tie_word_embeddings=True, type_vocab_size=c.get("type_vocab_size", 2))
+def _get(c: Mapping[str, Any], key: str, default: Any = _MISSING) -> Any:
+    """``c[key]``; ``default`` where absent or null; neither -> :class:`_BadConfig`."""
+    value = c.get(key)
+    if value is None:
+        if default is _MISSING:
+            raise _BadConfig(key, None if key in c else _MISSING, "a value")
+        return default
+    return value
 
 
-def _switch(c: Mapping[str, Any]) -> dict[str, Any]:
-    h, nh = c["d_model"], c["num_heads"]
-    return dict(hidden_size=h, num_layers=c["num_layers"], num_heads=nh, num_kv_heads=nh,
-                head_dim=c.get("d_kv", h // nh), intermediate_size=c["d_ff"], vocab_size=c["vocab_size"],
-                max_positions=0, activation=c.get("dense_act_fn", "relu"), norm="rmsnorm",
-                tie_word_embeddings=True, num_decoder_layers=c.get("num_decoder_layers", c["num_layers"]),
-                num_experts=c["num_experts"], expert_capacity=c["expert_capacity"],
-                sparse_step=c.get("encoder_sparse_step", 2))
+def _int(c: Mapping[str, Any], key: str, default: Any = _MISSING) -> int:
+    """A positive integer from config key ``key``."""
+    value = _get(c, key, default)
+    if not positive_int(value):
+        raise _BadConfig(key, value, "a positive integer")
+    return value
 
 
-def _llama(c: Mapping[str, Any]) -> dict[str, Any]:
-    h, nh = c["hidden_size"], c["num_attention_heads"]
-    return dict(hidden_size=h, num_layers=c["num_hidden_layers"], num_heads=nh,
-                num_kv_heads=c.get("num_key_value_heads", nh), head_dim=c.get("head_dim", h // nh),
-                intermediate_size=c["intermediate_size"], vocab_size=c["vocab_size"],
-                max_positions=c["max_position_embeddings"], activation=c.get("hidden_act", "silu"),
-                norm="rmsnorm", tie_word_embeddings=bool(c.get("tie_word_embeddings", False)))
+def _str(c: Mapping[str, Any], key: str, default: Any = _MISSING) -> str:
+    value = _get(c, key, default)
+    if not nonempty_str(value):
+        raise _BadConfig(key, value, "a non-empty string")
+    return value
 
 
-#: family name -> reader of the Hugging Face config
-FAMILIES: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
-    "gpt2": _gpt2, "opt": _opt, "bert": _bert, "switch": _switch, "llama": _llama,
+def _bool(c: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = _get(c, key, default)
+    if not isinstance(value, bool):
+        raise _BadConfig(key, value, "true or false")
+    return value
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one family's Hugging Face config maps onto :class:`ModelSpec`.
+
+    ``hidden``, ``heads`` and ``kv_heads`` are the config keys of the hidden size and the query and
+    key/value head counts (``kv_heads`` None: one kv head per head). ``head_dim`` is the config key of
+    an explicit per-head size, if the family has one, and ``default_head_dim`` its value when the key
+    is absent (T5's ``d_kv`` defaults to 64); with neither, head size = hidden size / heads.
+    ``read(config, hidden_size)`` returns the remaining :class:`ModelSpec` fields.
+    """
+
+    hidden: str
+    heads: str
+    read: Callable[[Mapping[str, Any], int], dict[str, Any]]
+    kv_heads: str | None = None  # GQA: config key of the key/value head count
+    head_dim: str | None = None
+    default_head_dim: int | None = None
+
+
+def _read_gpt2(c: Mapping[str, Any], h: int) -> dict[str, Any]:
+    return dict(num_layers=_int(c, "n_layer"), intermediate_size=_int(c, "n_inner", 4 * h),
+                vocab_size=_int(c, "vocab_size"), max_positions=_int(c, "n_positions"),
+                activation=_str(c, "activation_function", "gelu_new"), norm="layernorm",
+                tie_word_embeddings=_bool(c, "tie_word_embeddings", True))
+
+
+def _read_opt(c: Mapping[str, Any], h: int) -> dict[str, Any]:
+    return dict(num_layers=_int(c, "num_hidden_layers"), intermediate_size=_int(c, "ffn_dim"),
+                vocab_size=_int(c, "vocab_size"), max_positions=_int(c, "max_position_embeddings"),
+                activation=_str(c, "activation_function", "relu"), norm="layernorm",
+                tie_word_embeddings=_bool(c, "tie_word_embeddings", True),
+                word_embed_proj_dim=_int(c, "word_embed_proj_dim", h))
+
+
+def _read_bert(c: Mapping[str, Any], h: int) -> dict[str, Any]:
+    return dict(num_layers=_int(c, "num_hidden_layers"), intermediate_size=_int(c, "intermediate_size"),
+                vocab_size=_int(c, "vocab_size"), max_positions=_int(c, "max_position_embeddings"),
+                activation=_str(c, "hidden_act", "gelu"), norm="layernorm",
+                tie_word_embeddings=_bool(c, "tie_word_embeddings", True),
+                type_vocab_size=_int(c, "type_vocab_size", 2))
+
+
+def _read_switch(c: Mapping[str, Any], h: int) -> dict[str, Any]:
+    layers = _int(c, "num_layers")
+    if "encoder_sparse_step" in c:
+        sparse_step = _int(c, "encoder_sparse_step")
+    else:  # as SwitchTransformersConfig derives it
+        n_sparse = _get(c, "num_sparse_encoder_layers", 3)
+        sparse_step = layers // n_sparse if positive_int(n_sparse) else layers
+    return dict(num_layers=layers, intermediate_size=_int(c, "d_ff"), vocab_size=_int(c, "vocab_size"),
+                max_positions=0, activation=_str(c, "dense_act_fn", "relu"), norm="rmsnorm",
+                tie_word_embeddings=_bool(c, "tie_word_embeddings", True),
+                num_decoder_layers=_int(c, "num_decoder_layers", layers),
+                num_experts=_int(c, "num_experts"), expert_capacity=_int(c, "expert_capacity"),
+                sparse_step=sparse_step)
+
+
+def _read_llama(c: Mapping[str, Any], h: int) -> dict[str, Any]:
+    return dict(num_layers=_int(c, "num_hidden_layers"), intermediate_size=_int(c, "intermediate_size"),
+                vocab_size=_int(c, "vocab_size"), max_positions=_int(c, "max_position_embeddings"),
+                activation=_str(c, "hidden_act", "silu"), norm="rmsnorm",
+                tie_word_embeddings=_bool(c, "tie_word_embeddings", False))
+
+
+#: family name -> how to read its Hugging Face config (defaults are the transformers config defaults)
+FAMILIES: dict[str, Family] = {
+    "gpt2": Family(hidden="n_embd", heads="n_head", read=_read_gpt2),
+    "opt": Family(hidden="hidden_size", heads="num_attention_heads", read=_read_opt),
+    "bert": Family(hidden="hidden_size", heads="num_attention_heads", read=_read_bert),
+    "switch": Family(hidden="d_model", heads="num_heads", head_dim="d_kv", default_head_dim=64,
+                     read=_read_switch),
+    "llama": Family(hidden="hidden_size", heads="num_attention_heads", kv_heads="num_key_value_heads",
+                    head_dim="head_dim", read=_read_llama),
 }
+
+
+def _attention(fam: Family, c: Mapping[str, Any], path: Path) -> dict[str, int]:
+    """Hidden size, heads, kv heads and head size, with the shape rules of multi-head attention.
+
+    Without an explicit head size, the heads split the hidden size evenly: heads must divide it.
+    With grouped-query attention, every key/value head serves the same number of query heads:
+    kv heads must divide heads.
+    """
+    h, nh = _int(c, fam.hidden), _int(c, fam.heads)
+    nkv = _int(c, fam.kv_heads, nh) if fam.kv_heads else nh
+    explicit = fam.head_dim is not None and (c.get(fam.head_dim) is not None or fam.default_head_dim is not None)
+    head_dim = _int(c, fam.head_dim, fam.default_head_dim) if explicit else 0
+    if not explicit:
+        if h % nh:
+            raise SpecError(f"{path}: field 'config.{fam.heads}' has value {nh!r}, which does not divide "
+                            f"the hidden size config.{fam.hidden} = {h}")
+        head_dim = h // nh
+    if nh % nkv:
+        raise SpecError(f"{path}: field 'config.{fam.kv_heads}' has value {nkv!r}, which does not divide "
+                        f"the number of heads config.{fam.heads} = {nh}")
+    return dict(hidden_size=h, num_heads=nh, num_kv_heads=nkv, head_dim=head_dim)
+
+
+_TOP_FIELDS = ("key", "family", "source", "config")
 
 
 def load_model_file(path: Path) -> ModelSpec:
     """Validate one model YAML file; errors name the file, the field and the value."""
     data = read_yaml(path)
-    for name in ("key", "family", "source", "config"):
+    extra = sorted(set(data) - set(_TOP_FIELDS))
+    if extra:
+        raise SpecError(f"{path}: unknown field {extra[0]!r} (value {data[extra[0]]!r}); "
+                        f"known fields: {', '.join(_TOP_FIELDS)}")
+    for name in _TOP_FIELDS:
         if name not in data:
             raise SpecError(f"{path}: missing field {name!r}")
-    extra = sorted(set(data) - {"key", "family", "source", "config"})
-    if extra:
-        raise SpecError(f"{path}: unknown field {extra[0]!r} (value {data[extra[0]]!r})")
+    for name in ("key", "source"):
+        if not nonempty_str(data[name]):
+            raise invalid(path, name, data[name], nonempty_str)
     if data["key"] != path.stem:
         raise SpecError(f"{path}: field 'key' has value {data['key']!r} but the file is named {path.stem!r}")
-    if data["family"] not in FAMILIES:
-        raise SpecError(f"{path}: field 'family' has invalid value {data['family']!r}; "
-                        f"known families: {', '.join(FAMILIES)}")
-    if not nonempty_str(data["source"]):
-        raise SpecError(f"{path}: field 'source' has invalid value {data['source']!r}")
+    family = data["family"]
+    if not isinstance(family, str) or family not in FAMILIES:
+        raise invalid(path, "family", family, "one of " + ", ".join(FAMILIES))
     cfg = data["config"]
     if not isinstance(cfg, dict):
-        raise SpecError(f"{path}: field 'config' must be a mapping, got {cfg!r}")
+        raise invalid(path, "config", cfg, "a mapping (the Hugging Face config)")
+    fam = FAMILIES[family]
     try:
-        fields = FAMILIES[data["family"]](cfg)
-    except KeyError as exc:
-        raise SpecError(f"{path}: missing field 'config.{exc.args[0]}' for family {data['family']!r}") from exc
-    for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "intermediate_size",
-                 "vocab_size"):
-        v = fields[name]
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise SpecError(f"{path}: field {name!r} has invalid value {v!r}")
-    if fields["num_heads"] % fields["num_kv_heads"]:
-        raise SpecError(f"{path}: field 'num_kv_heads' has value {fields['num_kv_heads']!r}, "
-                        f"which does not divide num_heads={fields['num_heads']}")
-    if data["family"] != "switch" and fields["head_dim"] * fields["num_heads"] != fields["hidden_size"] \
-            and data["family"] != "llama":
-        raise SpecError(f"{path}: heads ({fields['num_heads']}) do not divide hidden size "
-                        f"({fields['hidden_size']})")
-    return ModelSpec(key=data["key"], family=data["family"], source=data["source"],
+        fields = _attention(fam, cfg, path)
+        fields.update(fam.read(cfg, fields["hidden_size"]))
+    except _BadConfig as exc:
+        if exc.value is _MISSING:
+            raise SpecError(f"{path}: missing field 'config.{exc.key}' for family {family!r}") from None
+        raise invalid(path, f"config.{exc.key}", exc.value, exc.expected) from None
+    return ModelSpec(key=data["key"], family=family, source=data["source"],
                      config=MappingProxyType(dict(cfg)), **fields)
 
 
@@ -155,4 +244,4 @@ def get_model(key: str, conf_dir: Path = CONF_DIR) -> ModelSpec:
     cat = _catalog(Path(conf_dir))
     if key in cat:
         return cat[key]
-    raise unknown_error("model", key, cat)
+    raise unknown_error("model", key, list(cat))
