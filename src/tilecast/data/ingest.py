@@ -1,0 +1,134 @@
+"""Ingest the NeuSight source tree into checked, compact Parquet (``data/neusight``).
+
+Every source table is read with line numbers and checked (columns, dtypes, positive latency,
+known device, non-negative dims). A bad row is logged as ``<file>:<line>: <reason>`` and left out;
+a table that cannot be read at all (missing columns) fails the ingest and nothing is written.
+The output is built in a staging folder and swapped in whole: no partial or stale files.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tilecast.data.graphs import plan_graphs
+from tilecast.data.kernels import plan_kernels
+from tilecast.data.labels import plan_labels
+from tilecast.data.paper import plan_paper
+from tilecast.data.parquet import write_parquet
+from tilecast.data.provenance import render
+from tilecast.data.rows import SchemaError
+from tilecast.data.tables import TableJob, TableResult
+
+log = logging.getLogger(__name__)
+
+#: every family of tables the ingest makes, in output order.
+PLANNERS: tuple[Callable[[Path], list[TableJob]], ...] = (plan_kernels, plan_labels, plan_graphs, plan_paper)
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did: the tables made, and the schema failures that stopped it."""
+
+    source: Path
+    output: Path
+    tables: list[TableResult] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    @property
+    def kept(self) -> int:
+        return sum(t.kept for t in self.tables)
+
+    @property
+    def rejected(self) -> int:
+        return sum(len(t.rejects) for t in self.tables)
+
+    def table(self, name: str) -> TableResult:
+        """The result for output table ``name`` (e.g. ``kernels/train/bmm``)."""
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise KeyError(f"no table {name!r}; made: {', '.join(t.name for t in self.tables)}")
+
+    def summary(self) -> str:
+        """A fixed-width table: output table, rows kept, rows rejected, and a total line."""
+        width = max([len(t.name) for t in self.tables] + [len("total")])
+        lines = [f"{'table':<{width}}  {'kept':>8}  {'rejected':>8}"]
+        lines += [f"{t.name:<{width}}  {t.kept:>8}  {len(t.rejects):>8}" for t in self.tables]
+        lines.append(f"{'total':<{width}}  {self.kept:>8}  {self.rejected:>8}")
+        return "\n".join(lines)
+
+
+def build_tables(source: Path, planners: Sequence[Callable[[Path], list[TableJob]]] = PLANNERS) -> IngestReport:
+    """Read and check every source table (nothing written); schema failures are collected, not raised."""
+    report = IngestReport(source, Path())
+    for plan in planners:
+        for job in plan(source):
+            try:
+                report.tables.append(job.build(source))
+            except SchemaError as exc:
+                report.failures.append(f"{job.name}: {exc}")
+    return report
+
+
+def run_ingest(source: Path, output: Path, source_label: str | None = None,
+               command: str | None = None) -> IngestReport:
+    """Convert the NeuSight tree at ``source`` into Parquet under ``output`` with PROVENANCE.md.
+
+    Logs each rejected row and a kept/rejected summary. When a table fails its schema check the
+    report says so (``ok`` is False) and ``output`` is left as it was.
+    """
+    source, output = Path(source), Path(output)
+    if not source.is_dir():
+        raise FileNotFoundError(f"source {str(source)!r} is not a folder (expected the NeuSight data tree)")
+    license_path = source / "LICENSE"
+    report = build_tables(source)
+    report.output = output
+    if not license_path.is_file():
+        report.failures.append(f"{license_path}: missing; the MIT notice must ship with the data")
+    for t in report.tables:
+        for r in t.rejects:
+            log.warning("%s:%d: %s", source / r.file, r.line, r.reason)
+    if not report.ok:
+        for f in report.failures:
+            log.error("schema check failed: %s", f)
+        log.error("nothing written to %s", output)
+        return report
+    _write(report, license_path, source_label or str(source), command)
+    log.info("rows kept and rejected per table:\n%s", report.summary())
+    return report
+
+
+def _write(report: IngestReport, license_path: Path, source_label: str, command: str | None) -> None:
+    output = report.output
+    output.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{output.name}.staging-", dir=output.parent))
+    old = output.with_name(f".{output.name}.old-{os.getpid()}")
+    try:
+        for t in report.tables:
+            write_parquet(t.table, stage / f"{t.name}.parquet")
+        license_text = license_path.read_text(encoding="utf-8")
+        shutil.copyfile(license_path, stage / "LICENSE")
+        text = render(report.tables, report.source, source_label, command, license_text)
+        (stage / "PROVENANCE.md").write_text(text, encoding="utf-8")
+        os.chmod(stage, 0o755)
+        if output.exists():
+            os.replace(output, old)
+        try:
+            os.replace(stage, output)
+        except OSError:
+            if old.exists():
+                os.replace(old, output)  # put the previous tree back
+            raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
