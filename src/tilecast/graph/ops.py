@@ -1,0 +1,186 @@
+"""Operators of a workload graph: :class:`Op` (one kernel shape, counted) and :class:`OpGraph`.
+
+Dims follow the data's kernel tables so an op row maps 1:1 to a kernel-predictor row:
+
+- ``linear``: ``B=1, M=m`` (tokens), ``N=n`` (in features, reduced), ``K=k`` (out features)
+- ``bmm``: ``[b, m, n] @ [b, n, k]`` (``n`` reduced); ``conv`` uses the same implicit-GEMM dims
+  (``b`` groups, ``m`` = batch x output pixels, ``n`` = in channels x kernel area, ``k`` = out channels)
+- ``vec``: ``op`` over ``b`` rows of ``h`` elements (``softmax``/``ln`` normalise rows of length ``h``)
+- ``mem`` / ``allreduce`` / ``sendrecv``: ``h`` elements moved
+
+Costs are fp32 (4 bytes per element), as the data were measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pandas as pd
+
+BYTES_PER_ELEMENT = 4
+PHASES = ("fw", "bw", "acc")
+KINDS = ("linear", "bmm", "conv", "vec", "mem", "allreduce", "sendrecv")
+GEMM_KINDS = frozenset({"linear", "bmm", "conv"})
+SECTIONS = ("prologue", "layer", "epilogue")
+COLUMNS = ["phase", "kind", "op", "b", "m", "n", "k", "h", "count", "flops", "bytes", "total_flops",
+           "total_bytes", "mem_per_o", "ops_per_o", "section", "name"]
+
+
+@dataclass(frozen=True)
+class Op:
+    """One kernel shape in one phase; ``count`` instances of it run. ``flops``/``bytes`` are per instance."""
+
+    phase: str
+    kind: str
+    op: str
+    b: int = 1
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    h: int = 0
+    count: int = 1
+    section: str = "layer"
+    name: str = ""
+    mem_per_o: float = 0.0  # vec: fp32 bytes moved per output element
+    ops_per_o: float = 0.0  # vec: flops per output element
+
+    def __post_init__(self) -> None:
+        if self.phase not in PHASES:
+            raise ValueError(f"op phase must be one of {PHASES}, got {self.phase!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"op kind must be one of {KINDS}, got {self.kind!r}")
+        if self.section not in SECTIONS:
+            raise ValueError(f"op section must be one of {SECTIONS}, got {self.section!r}")
+        if self.count < 0:
+            raise ValueError(f"op count must be >= 0, got {self.count}")
+
+    @property
+    def key(self) -> tuple:
+        """Identity for merging: everything but ``count`` and ``name``."""
+        return (self.phase, self.kind, self.op, self.b, self.m, self.n, self.k, self.h, self.section,
+                round(self.mem_per_o, 9), round(self.ops_per_o, 9))
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        """Shape in the data's convention: (M, N, K) linear, (B, M, N, K) bmm/conv, (B, H) vec, (H,) others."""
+        if self.kind == "linear":
+            return (self.m, self.n, self.k)
+        if self.kind in ("bmm", "conv"):
+            return (self.b, self.m, self.n, self.k)
+        if self.kind == "vec":
+            return (self.b, self.h)
+        return (self.h,)
+
+    @property
+    def flops(self) -> float:
+        """Floating-point operations of one instance."""
+        if self.kind in GEMM_KINDS:
+            return 2.0 * self.b * self.m * self.n * self.k
+        if self.kind == "vec":
+            return self.ops_per_o * self.b * self.h
+        return 0.0
+
+    @property
+    def bytes(self) -> float:
+        """Bytes moved by one instance (GEMM: both operands and the result once)."""
+        if self.kind in GEMM_KINDS:
+            return float(BYTES_PER_ELEMENT * self.b * (self.m * self.n + self.n * self.k + self.m * self.k))
+        if self.kind == "vec":
+            return self.mem_per_o * self.b * self.h
+        return float(BYTES_PER_ELEMENT * self.h)
+
+
+def gemm(phase: str, kind: str, dims: tuple[int, ...], **kw: Any) -> Op:
+    """A linear (``dims`` = M, N, K) or bmm/conv (``dims`` = B, M, N, K) op."""
+    if kind == "linear":
+        m, n, k = dims
+        return Op(phase, "linear", "linear", 1, m, n, k, **kw)
+    b, m, n, k = dims
+    return Op(phase, kind, kind, b, m, n, k, **kw)
+
+
+def vec(phase: str, op: str, b: int, h: int, mem_per_o: float, ops_per_o: float, **kw: Any) -> Op:
+    """A vector op over ``b`` rows of ``h`` elements."""
+    return Op(phase, "vec", op, b, 0, 0, 0, h, mem_per_o=mem_per_o, ops_per_o=ops_per_o, **kw)
+
+
+def mem(phase: str, elements: int, **kw: Any) -> Op:
+    """Pure data movement of ``elements`` fp32 values (read + write counted in ``elements``)."""
+    return Op(phase, "mem", "mem", 1, 0, 0, 0, elements, mem_per_o=float(BYTES_PER_ELEMENT), **kw)
+
+
+def merge_ops(ops: Iterable[Op]) -> tuple[Op, ...]:
+    """Merge ops with the same :attr:`Op.key`, summing counts; names of merged origins are joined."""
+    first: dict[tuple, Op] = {}
+    counts: dict[tuple, int] = {}
+    names: dict[tuple, list[str]] = {}
+    for op in ops:
+        if op.count == 0:
+            continue
+        key = op.key
+        if key in first:
+            counts[key] += op.count
+            if op.name and op.name not in names[key]:
+                names[key].append(op.name)
+        else:
+            first[key], counts[key], names[key] = op, op.count, [op.name] if op.name else []
+    out = []
+    for key, op in first.items():
+        parts = names[key]
+        label = ", ".join(parts[:3]) + (f" (+{len(parts) - 3})" if len(parts) > 3 else "")
+        out.append(replace(op, count=counts[key], name=label))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class OpGraph:
+    """The operator inventory of one workload: distinct ops with multiplicities.
+
+    ``num_layers`` is the number of repeated blocks (``section == "layer"`` ops summed over all of
+    them); ``meta`` carries the workload description (model, batch, seq_len, mode, fused).
+    """
+
+    ops: tuple[Op, ...]
+    num_layers: int = 1
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @classmethod
+    def from_ops(cls, ops: Iterable[Op], num_layers: int = 1, **meta: Any) -> OpGraph:
+        """Build a graph, merging identical ops."""
+        return cls(merge_ops(ops), num_layers, dict(meta))
+
+    def select(self, phase: str | None = None, kind: str | Iterable[str] | None = None,
+               section: str | None = None) -> OpGraph:
+        """The sub-graph of ops matching every given filter."""
+        kinds = {kind} if isinstance(kind, str) else (set(kind) if kind is not None else None)
+        ops = tuple(o for o in self.ops if (phase is None or o.phase == phase)
+                    and (kinds is None or o.kind in kinds) and (section is None or o.section == section))
+        return OpGraph(ops, self.num_layers, dict(self.meta))
+
+    def total_flops(self, phase: str | None = None, kind: str | Iterable[str] | None = None,
+                    section: str | None = None) -> float:
+        """FLOPs summed over all instances (optionally of one phase / kind / section)."""
+        return float(sum(o.count * o.flops for o in self.select(phase, kind, section).ops))
+
+    def total_bytes(self, phase: str | None = None, kind: str | Iterable[str] | None = None,
+                    section: str | None = None) -> float:
+        """Bytes moved summed over all instances (optionally of one phase / kind / section)."""
+        return float(sum(o.count * o.bytes for o in self.select(phase, kind, section).ops))
+
+    def count(self, phase: str | None = None, kind: str | Iterable[str] | None = None) -> int:
+        """Number of op instances (kernel launches)."""
+        return sum(o.count for o in self.select(phase, kind).ops)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per distinct op: the columns of :data:`COLUMNS`."""
+        rows = [{"phase": o.phase, "kind": o.kind, "op": o.op, "b": o.b, "m": o.m, "n": o.n, "k": o.k,
+                 "h": o.h, "count": o.count, "flops": o.flops, "bytes": o.bytes,
+                 "total_flops": o.count * o.flops, "total_bytes": o.count * o.bytes,
+                 "mem_per_o": o.mem_per_o, "ops_per_o": o.ops_per_o, "section": o.section, "name": o.name}
+                for o in self.ops]
+        return pd.DataFrame(rows, columns=COLUMNS)
+
+    def __len__(self) -> int:
+        return len(self.ops)

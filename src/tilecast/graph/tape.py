@@ -1,0 +1,127 @@
+"""The builders' dataflow record: a :class:`Tape` of forward :class:`Node` s in execution order.
+
+A builder walks the model once per layer (layers are unrolled, so fusion sees the true producer /
+consumer edges at block boundaries) and records one node per costed kernel. Each node keeps what
+later passes need: its inputs (producers and element counts) for fusion and memory-per-output,
+the rule its backward follows (``grad``, a key of :data:`tilecast.graph.training.BACKWARD`) and the
+parameter tensors it owns (for gradient accumulation and the memory footprint).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+EXTERNAL = -1
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A value flowing between nodes: its producer (``EXTERNAL`` for inputs, weights, buffers) and size."""
+
+    node: int
+    numel: int
+
+
+@dataclass(frozen=True)
+class Node:
+    """One forward kernel.
+
+    ``dims``: (m, n, k) linear, (b, m, n, k) bmm/conv, (b, h) vec, (vocab, h) embedding, () mem
+    (mem and embedding are costed by their input and output element counts).
+    ``kind`` is an :class:`~tilecast.graph.ops.Op` kind, plus ``embedding`` (a gather costed as mem).
+    """
+
+    id: int
+    name: str
+    kind: str
+    op: str
+    dims: tuple[int, ...]
+    inputs: tuple[Tensor, ...]
+    out_numel: int
+    grad: str
+    params: tuple[int, ...] = ()
+    section: str = "layer"
+    layer: int = -1
+    saved: bool = False  # mem nodes: a mask kept for backward (dropout), one byte per element
+
+    @property
+    def in_numels(self) -> tuple[int, ...]:
+        return tuple(t.numel for t in self.inputs)
+
+
+@dataclass
+class Tape:
+    """Records nodes; ``section``/``layer`` tag everything recorded until they change."""
+
+    nodes: list[Node] = field(default_factory=list)
+    section: str = "prologue"
+    layer: int = -1
+    param_numels: list[int] = field(default_factory=list)  # + free lookups' tables, - tied duplicates
+
+    def at(self, section: str, layer: int = -1) -> None:
+        """Tag the following nodes with ``section`` (and block index ``layer``)."""
+        self.section, self.layer = section, layer
+
+    @staticmethod
+    def ext(numel: int) -> Tensor:
+        """An external tensor (input, weight, buffer, scalar) of ``numel`` elements."""
+        return Tensor(EXTERNAL, int(numel))
+
+    def add(self, name: str, kind: str, op: str, dims: Sequence[int], inputs: Sequence[Tensor],
+             out_numel: int, grad: str, params: Sequence[int] = (), saved: bool = False) -> Tensor:
+        node = Node(len(self.nodes), name, kind, op, tuple(int(d) for d in dims), tuple(inputs),
+                    int(out_numel), grad, tuple(int(p) for p in params), self.section, self.layer, saved)
+        self.nodes.append(node)
+        return Tensor(node.id, node.out_numel)
+
+    def linear(self, name: str, x: Tensor, m: int, n: int, k: int, bias: bool = True) -> Tensor:
+        """``x [m, n] @ W [n, k] (+ b)``: a Linear over ``m`` tokens; owns ``W`` (and ``b``)."""
+        params = (n * k, k) if bias else (n * k,)
+        return self.add(name, "linear", "linear", (m, n, k), [x], m * k, "linear", params)
+
+    def matmul(self, name: str, a: Tensor, b_: Tensor, b: int, m: int, n: int, k: int) -> Tensor:
+        """Batched ``[b, m, n] @ [b, n, k]`` of two activations."""
+        return self.add(name, "bmm", "bmm", (b, m, n, k), [a, b_], b * m * k, "bmm")
+
+    def vec(self, name: str, op: str, inputs: Sequence[Tensor], b: int, h: int, grad: str | None = None,
+            params: Sequence[int] = ()) -> Tensor:
+        """Vector op ``op`` producing ``b`` rows of ``h``; backward by ``grad`` (default: ``op``)."""
+        return self.add(name, "vec", op, (b, h), inputs, b * h, grad or op, params)
+
+    def ln(self, name: str, x: Tensor, rows: int, h: int) -> Tensor:
+        """LayerNorm over rows of ``h``; owns weight and bias."""
+        return self.vec(name, "ln", [x], rows, h, params=(h, h))
+
+    def mem(self, name: str, inputs: Sequence[Tensor], out_numel: int, grad: str = "copy",
+            saved: bool = False) -> Tensor:
+        """Data movement (slice, mask select, dropout in training, contiguous copy ...)."""
+        return self.add(name, "mem", "mem", (), inputs, out_numel, grad, saved=saved)
+
+    def embedding(self, name: str, ids: Tensor, vocab: int, h: int, owns: bool = True) -> Tensor:
+        """Row gather from a ``vocab x h`` table for ``ids.numel`` ids; ``owns`` the table unless it is
+        another gather's (a second use of a shared table accumulates no second gradient)."""
+        return self.add(name, "embedding", "mem", (vocab, h), [ids], ids.numel * h, "embedding",
+                         (vocab * h,) if owns else ())
+
+    def free_params(self, numel: int) -> None:
+        """Parameters whose use costs nothing in the graph (position / token-type tables)."""
+        self.param_numels.append(int(numel))
+
+    def tied_params(self, numel: int) -> None:
+        """A tensor two nodes own (tied LM head and embedding): counted once in :attr:`num_params`."""
+        self.param_numels.append(-int(numel))
+
+    def consumers(self) -> list[list[int]]:
+        """For each node, the ids of the nodes that read its output (in order, repeats removed)."""
+        cons: list[list[int]] = [[] for _ in self.nodes]
+        for node in self.nodes:
+            for t in node.inputs:
+                if t.node != EXTERNAL and node.id not in cons[t.node]:
+                    cons[t.node].append(node.id)
+        return cons
+
+    @property
+    def num_params(self) -> int:
+        """Parameter elements: owned by nodes, plus free lookups' tables, minus tied duplicates."""
+        return sum(sum(n.params) for n in self.nodes) + sum(self.param_numels)
