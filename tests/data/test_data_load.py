@@ -67,7 +67,7 @@ def test_e2e_labels_parse_tags_and_map_aliases(root: Path) -> None:
                                  "seq_len", "batch", "variant", "num_layer", "e2e_latency", "fw_latency",
                                  "bwall_latency"]
     switch = e2e.loc["switch4-inf-512-1"]
-    assert (switch["model"], switch["model_raw"], switch["device"]) == ("switchxl4", "switch4", "NVIDIA L4")
+    assert (switch["model"], switch["model_raw"], switch["device"]) == ("switch4", "switch4", "NVIDIA L4")
     pp = e2e.loc["gpt2_large-train-1024-4-pp4_1"]
     assert (pp["mode"], pp["seq_len"], pp["batch"], pp["variant"]) == ("training", 1024, 4, "pp4_1")
     assert pp["device"] == "NVIDIA A100-SXM4-40GB"

@@ -51,7 +51,7 @@ def test_parse_tag() -> None:
     assert (t.model, t.model_raw, t.mode, t.seq_len, t.batch, t.variant) == (
         "gpt3_xl", "gpt3_xl", "training", 2048, 4, "pp4_4")
     s = parse_tag("switch4-inf-512-1")
-    assert (s.model, s.model_raw, s.mode, s.variant) == ("switchxl4", "switch4", "inference", "plain")
+    assert (s.model, s.model_raw, s.mode, s.variant) == ("switch4", "switch4", "inference", "plain")
     assert parse_tag("bert_large-inf-512-8-fusion").variant == "fusion"
     for bad, msg in [("bert_large-inf-512", "does not match"), ("bert_large-eval-512-8", "mode 'eval'"),
                      ("bert_large-inf-512-0", "batch '0'")]:

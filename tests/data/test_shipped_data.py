@@ -31,5 +31,5 @@ def test_contract_columns() -> None:
     assert list(bmm.columns[:3]) == ["OPName", "Latency", "Device"] and list(bmm.columns[-4:]) == ["B", "M", "N", "K"]
     assert bmm["Device"].is_monotonic_increasing and (bmm["Latency"] > 0).all()
     e2e = load_e2e_labels()
-    assert len(e2e) == 72 and e2e.loc[e2e["model_raw"] == "switch4", "model"].tolist() == ["switchxl4"]
+    assert len(e2e) == 72 and e2e.loc[e2e["model_raw"] == "switch4", "model"].tolist() == ["switch4"]
     assert set(load_paper("perop")["family"]) == {"bmm", "linear", "elementwise", "softmax", "layernorm"}
