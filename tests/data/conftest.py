@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from neusight_tree import FILES, write_tree
+from tests.data.neusight_tree import FILES, write_tree
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from neusight_tree import FILES, FIXTURE_TABLES, GEMM_HEAD, write_tree
+from tests.data.neusight_tree import FILES, FIXTURE_TABLES, GEMM_HEAD, write_tree
 
 from tilecast.data import run_ingest
 

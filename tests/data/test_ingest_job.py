@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from neusight_tree import FILES, write_tree
+from tests.data.neusight_tree import FILES, write_tree
 from omegaconf import DictConfig
 
 from tilecast.paths import CONF_DIR, ROOT
