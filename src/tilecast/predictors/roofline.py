@@ -1,0 +1,52 @@
+"""The roofline predictor: ``max(flops / peak, bytes / bandwidth)`` per row (METHOD.md §3 baseline)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tilecast.predictors.base import register
+from tilecast.predictors.bounds import bounded_ms
+from tilecast.specs import GpuSpec
+from tilecast.tiles.roofline import roofline_ms
+
+META_FILE = "meta.json"
+
+
+@register
+class RooflinePredictor:
+    """Spec-sheet roofline; ``floor_ms`` (default 0: the plain baseline) adds a launch floor."""
+
+    name = "roofline"
+
+    def __init__(self, family: str, floor_ms: float = 0.0) -> None:
+        self.family = family
+        self.floor_ms = float(floor_ms)
+        self.params: dict[str, Any] = {"floor_ms": self.floor_ms}
+
+    @classmethod
+    def fit(cls, family: str, rows: pd.DataFrame | None = None, floor_ms: float = 0.0) -> RooflinePredictor:
+        """Nothing to learn; ``rows`` are accepted for the common ``fit_predictor`` signature."""
+        return cls(family, floor_ms)
+
+    def predict_ms(self, rows: pd.DataFrame, gpu: GpuSpec | None = None) -> np.ndarray:
+        """Roofline latency (ms) of each row, at least ``floor_ms``."""
+        roof = roofline_ms(rows, gpu)
+        return bounded_ms(roof, roof, self.floor_ms)
+
+    def save(self, directory: Path) -> None:
+        """Write ``meta.json`` (name, family, params)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / META_FILE).write_text(json.dumps({"name": self.name, "family": self.family,
+                                                       "params": self.params}, indent=2))
+
+    @classmethod
+    def load(cls, directory: Path) -> RooflinePredictor:
+        """Rebuild from ``meta.json``."""
+        meta = json.loads((Path(directory) / META_FILE).read_text())
+        return cls(meta["family"], **meta["params"])

@@ -1,0 +1,103 @@
+"""XGBoost predictor: boosted trees on device-agnostic features learn ``log(latency / roofline)``.
+
+The prediction is ``roofline * exp(max(f(x), 0))`` bounded below by the launch floor: never faster
+than the roofline allows. GEMM families carry a tile chooser for GPUs without profiles.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xgboost as xgb
+
+from tilecast.predictors.base import register
+from tilecast.predictors.bounds import bounded_ms, fit_launch_floor_ms
+from tilecast.predictors.design import (
+    GEMM_FAMILIES,
+    design_matrix,
+    log_ratio_target,
+    make_chooser,
+    row_weights,
+    training_tiles,
+)
+from tilecast.predictors.tile_choice import TileChooser, load_chooser
+from tilecast.specs import GpuSpec
+from tilecast.tiles.features import default_features
+
+META_FILE = "meta.json"
+MODEL_FILE = "model.json"
+CHOOSER_DIR = "tile_chooser"
+
+DEFAULTS: dict[str, Any] = {
+    "rounds": 400, "max_depth": 8, "eta": 0.07, "subsample": 0.8, "colsample_bytree": 0.8,
+    "min_child_weight": 5.0, "nthread": 1, "seed": 0, "test_row_weight": 5.0, "tile_chooser": "learned",
+    "features": None,  # None: tilecast.tiles.features.default_features(family)
+}
+# nthread 1: on the shared 2-core machine two OpenMP threads measured 2-10x slower than one (the
+# threads spin at every tree level while other processes hold the cores); use 2 on an idle machine.
+_BOOSTER_KEYS = ("max_depth", "eta", "subsample", "colsample_bytree", "min_child_weight", "nthread", "seed")
+
+
+@register
+class XGBoostPredictor:
+    """Per-family boosted trees on the log ratio to the roofline."""
+
+    name = "xgboost"
+
+    def __init__(self, family: str, booster: xgb.Booster, columns: list[str], floor_ms: float,
+                 params: dict[str, Any], chooser: TileChooser | None = None, fit_s: float = 0.0) -> None:
+        self.family, self.booster, self.columns = family, booster, list(columns)
+        self.floor_ms, self.params, self.chooser, self.fit_s = float(floor_ms), dict(params), chooser, fit_s
+
+    @classmethod
+    def fit(cls, family: str, rows: pd.DataFrame, **params: Any) -> XGBoostPredictor:
+        """Fit on ``rows`` (kernel schema with ``Latency``; ``Source == 'test'`` rows weighted up)."""
+        unknown = sorted(set(params) - set(DEFAULTS))
+        if unknown:
+            raise ValueError(f"unknown xgboost parameter {unknown[0]!r}; known: {', '.join(DEFAULTS)}")
+        p = {**DEFAULTS, **params}
+        p["features"] = list(p["features"] or default_features(family))
+        t0 = time.perf_counter()
+        chooser = make_chooser(family, rows, p["tile_chooser"])
+        x, roof = design_matrix(family, rows, tiles=training_tiles(family, rows, chooser))
+        dtrain = xgb.DMatrix(x[p["features"]], label=log_ratio_target(rows, roof),
+                             weight=row_weights(rows, p["test_row_weight"]))
+        booster = xgb.train({"objective": "reg:squarederror", **{k: p[k] for k in _BOOSTER_KEYS}}, dtrain,
+                            int(p["rounds"]))
+        return cls(family, booster, p["features"], fit_launch_floor_ms(rows), p, chooser,
+                   time.perf_counter() - t0)
+
+    def predict_ms(self, rows: pd.DataFrame, gpu: GpuSpec | None = None) -> np.ndarray:
+        """Latency (ms) of each row on ``gpu`` (or its ``Device``); tiles come from the chooser."""
+        if len(rows) == 0:
+            return np.zeros(0)
+        tiles = self.chooser.choose(rows, gpu) if self.family in GEMM_FAMILIES else None
+        x, roof = design_matrix(self.family, rows, gpu, tiles)
+        log_ratio = np.maximum(self.booster.predict(xgb.DMatrix(x[self.columns])), 0.0)
+        return bounded_ms(roof * np.exp(log_ratio), roof, self.floor_ms)
+
+    def save(self, directory: Path) -> None:
+        """Write ``model.json`` (native XGBoost), the tile chooser and ``meta.json``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.booster.save_model(directory / MODEL_FILE)
+        if self.chooser is not None:
+            self.chooser.save(directory / CHOOSER_DIR)
+        meta = {"name": self.name, "family": self.family, "columns": self.columns, "floor_ms": self.floor_ms,
+                "params": self.params, "fit_s": self.fit_s, "xgboost": xgb.__version__}
+        (directory / META_FILE).write_text(json.dumps(meta, indent=2))
+
+    @classmethod
+    def load(cls, directory: Path) -> XGBoostPredictor:
+        """Rebuild from :meth:`save`'s files."""
+        directory = Path(directory)
+        meta = json.loads((directory / META_FILE).read_text())
+        booster = xgb.Booster(model_file=str(directory / MODEL_FILE))
+        chooser = load_chooser(directory / CHOOSER_DIR) if (directory / CHOOSER_DIR).exists() else None
+        return cls(meta["family"], booster, meta["columns"], meta["floor_ms"], meta["params"], chooser,
+                   meta.get("fit_s", 0.0))

@@ -1,0 +1,112 @@
+"""Device-agnostic feature vectors of kernel rows, one builder per family (pure, vectorised).
+
+Everything a learned predictor reads is either a shape quantity or a ratio of kernel work to the
+GPU's per-SM resources (METHOD.md §2), never a raw spec value: with five training GPUs raw specs
+act as a device identity and trees cannot extrapolate from them (METHOD.md §7). Times are log2 of
+microseconds, counts log2 of counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from tilecast.tiles.gemm import gemm_waves
+from tilecast.tiles.ops import BINARY_VEC, UNARY_VEC
+from tilecast.tiles.vector import vector_waves
+
+#: stable integer code of every vector op (the op is a feature of the elementwise family)
+OP_CODES: dict[str, int] = {op: i for i, op in enumerate(sorted(BINARY_VEC | UNARY_VEC | {"softmax", "ln",
+                                                                                          "rmsnorm"}))}
+_US = 1e6
+_MIB = float(2**20)
+
+
+def _log2(x: np.ndarray) -> np.ndarray:
+    return np.log2(np.maximum(np.asarray(x, dtype=float), 1e-30))
+
+
+def _per_sm(spec: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    sm = spec["num_sm"].to_numpy(dtype=float)
+    flops_per_sm = spec["fp32_gflops"].to_numpy(dtype=float) * 1e9 / sm
+    bytes_per_sm = spec["mem_bw_gbs"].to_numpy(dtype=float) * 1e9 / sm
+    l2_bytes = spec["l2_mb"].to_numpy(dtype=float) * _MIB
+    return sm, flops_per_sm, bytes_per_sm, l2_bytes
+
+
+def _dim(rows: pd.DataFrame, c: str) -> np.ndarray:
+    return pd.to_numeric(rows[c], errors="coerce").to_numpy(dtype=float)
+
+
+def gemm_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame, roof_ms: np.ndarray,
+                  flops: np.ndarray, nbytes: np.ndarray) -> pd.DataFrame:
+    """Features of bmm / linear rows under ``tiles`` (``tile_k, tile_m, split, sliced``)."""
+    sm, flops_per_sm, bytes_per_sm, l2_bytes = _per_sm(spec)
+    w = gemm_waves(rows, tiles, sm)
+    b, m, n, k = (_dim(rows, c) for c in ("B", "M", "N", "K"))
+    ridge = flops_per_sm / bytes_per_sm
+    return pd.DataFrame({
+        "log_b": _log2(b), "log_m": _log2(m), "log_n": _log2(n), "log_k": _log2(k),
+        "m_mod4": (m % 4 == 0) * 1.0, "n_mod4": (n % 4 == 0) * 1.0, "k_mod4": (k % 4 == 0) * 1.0,
+        "log_tile_k": _log2(tiles["tile_k"]), "log_tile_m": _log2(tiles["tile_m"]),
+        "log_split": _log2(tiles["split"]), "sliced": tiles["sliced"].to_numpy(dtype=float),
+        "log_waves": _log2(w["waves"]), "log_blocks_per_sm": _log2(w["blocks"] / sm),
+        "wave_fill": w["wave_fill"].to_numpy(), "log_padding": _log2(w["padding"]),
+        "log_tile_compute_us": _log2(w["tile_flops"] / flops_per_sm * _US),
+        "log_tile_memory_us": _log2(w["tile_bytes"] / bytes_per_sm * _US),
+        "log_intensity_over_ridge": _log2(flops / nbytes / ridge),
+        "log_bytes_over_l2": _log2(nbytes / l2_bytes),
+        "log_roofline_us": _log2(roof_ms * 1e3),
+    }, index=rows.index)
+
+
+def vector_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame | None, roof_ms: np.ndarray,
+                    flops: np.ndarray, nbytes: np.ndarray) -> pd.DataFrame:
+    """Features of elementwise / softmax / layernorm rows (tiles are implied by the op and shape)."""
+    sm, flops_per_sm, bytes_per_sm, l2_bytes = _per_sm(spec)
+    w = vector_waves(rows, sm)
+    b, h = _dim(rows, "B"), _dim(rows, "H")
+    ops = rows["OPName"].astype(str)
+    return pd.DataFrame({
+        "log_b": _log2(b), "log_h": _log2(h), "log_numel": _log2(b * h), "h_mod4": (h % 4 == 0) * 1.0,
+        "op_code": ops.map(OP_CODES).fillna(-1).to_numpy(dtype=float),
+        "mem_per_output": w["mem_per_output"].to_numpy(), "ops_per_output": w["ops_per_output"].to_numpy(),
+        "log_waves": _log2(w["waves"]), "log_blocks_per_sm": _log2(w["blocks"] / sm),
+        "wave_fill": w["wave_fill"].to_numpy(),
+        "log_tile_compute_us": _log2(w["tile_flops"] / flops_per_sm * _US),
+        "log_tile_memory_us": _log2(w["tile_bytes"] / bytes_per_sm * _US),
+        "log_bytes_over_l2": _log2(nbytes / l2_bytes),
+        "log_roofline_us": _log2(roof_ms * 1e3),
+    }, index=rows.index)
+
+
+FeatureBuilder = Callable[..., pd.DataFrame]
+#: feature builder of each family
+FEATURE_BUILDERS: dict[str, FeatureBuilder] = {
+    "bmm": gemm_features, "linear": gemm_features,
+    "elementwise": vector_features, "softmax": vector_features, "layernorm": vector_features,
+}
+
+#: features the learned predictors read by default, per family, chosen by leave-one-training-GPU-out
+#: MAPE (benchmarks/kernels.md): the per-SM tile times help GEMMs but make vector families worse on a
+#: held-out GPU, and elementwise does best on shape, op and waves alone
+GEMM_DEFAULT = ("log_b", "log_m", "log_n", "log_k", "m_mod4", "n_mod4", "k_mod4", "log_tile_k", "log_tile_m",
+                "log_split", "sliced", "log_waves", "log_blocks_per_sm", "wave_fill", "log_padding",
+                "log_intensity_over_ridge", "log_tile_compute_us", "log_tile_memory_us")
+ROW_VECTOR_DEFAULT = ("log_b", "log_h", "log_numel", "h_mod4", "op_code", "mem_per_output", "ops_per_output",
+                      "log_waves", "log_blocks_per_sm", "wave_fill", "log_bytes_over_l2", "log_roofline_us")
+ELEMENTWISE_DEFAULT = ("log_b", "log_h", "log_numel", "h_mod4", "op_code", "mem_per_output", "ops_per_output",
+                       "log_waves", "log_blocks_per_sm", "wave_fill")
+DEFAULT_FEATURES: dict[str, tuple[str, ...]] = {
+    "bmm": GEMM_DEFAULT, "linear": GEMM_DEFAULT, "elementwise": ELEMENTWISE_DEFAULT,
+    "softmax": ROW_VECTOR_DEFAULT, "layernorm": ROW_VECTOR_DEFAULT,
+}
+
+
+def default_features(family: str) -> list[str]:
+    """Default feature columns of a family."""
+    if family not in DEFAULT_FEATURES:
+        raise ValueError(f"unknown kernel family {family!r}; known: {', '.join(DEFAULT_FEATURES)}")
+    return list(DEFAULT_FEATURES[family])

@@ -1,0 +1,50 @@
+"""Feature vectors: finite on real rows, device-agnostic (per-SM ratios, no raw spec values)."""
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tilecast.data import load_kernels
+from tilecast.specs import get_gpu
+from tilecast.tiles.features import FEATURE_BUILDERS, OP_CODES, default_features
+from tilecast.tiles.gemm import profiled_tiles
+from tilecast.tiles.roofline import kernel_flops_bytes, roofline_ms, spec_frame
+
+TABLES = {"bmm": "bmm", "linear": "linear", "elementwise": "elem", "softmax": "softmax", "layernorm": "ln"}
+
+
+def _features(family, rows, gpu):
+    tiles = profiled_tiles(rows) if family in ("bmm", "linear") else None
+    flops, nbytes = kernel_flops_bytes(rows)
+    return FEATURE_BUILDERS[family](rows, spec_frame(rows, gpu), tiles, roofline_ms(rows, gpu), flops, nbytes)
+
+
+@pytest.mark.parametrize("family", list(TABLES))
+def test_features_are_finite_on_test_rows(family):
+    rows = load_kernels("test", TABLES[family]).head(300)
+    rows = rows[rows["Kernel Name"].str.contains(r"\d+x\d+") | (family not in ("bmm", "linear"))]
+    x = _features(family, rows, get_gpu("l4"))
+    assert set(default_features(family)) <= set(x.columns)
+    assert np.isfinite(x[default_features(family)].to_numpy()).all()
+
+
+@pytest.mark.parametrize("family", ["bmm", "softmax"])
+def test_default_features_see_per_sm_resources_only(family):
+    """A GPU with twice the SMs, FLOPs, bandwidth and L2 but twice the work per kernel in B looks the same."""
+    rows = load_kernels("test", TABLES[family]).head(50)
+    gpu = get_gpu("a100_pcie_80gb")
+    twice = dataclasses.replace(gpu, num_sm=2 * gpu.num_sm, fp32_gflops=2 * gpu.fp32_gflops,
+                                mem_bw_gbs=2 * gpu.mem_bw_gbs, l2_mb=2 * gpu.l2_mb, mem_gb=7.0)
+    doubled = rows.assign(B=2 * rows["B"])
+    a = _features(family, rows, gpu)[default_features(family)]
+    b = _features(family, doubled, twice)[default_features(family)]
+    same = [c for c in a.columns if not c.startswith("log_b") and c not in ("log_numel",)]
+    np.testing.assert_allclose(a[same].to_numpy(), b[same].to_numpy(), rtol=1e-9, atol=1e-9)
+
+
+def test_op_is_a_feature_of_elementwise():
+    rows = pd.DataFrame({"OPName": ["add", "mul", "gelu"], "B": [64] * 3, "H": [1024] * 3})
+    x = _features("elementwise", rows, get_gpu("tesla_t4"))
+    assert x["op_code"].nunique() == 3 and x["op_code"].tolist() == [OP_CODES[o] for o in ("add", "mul", "gelu")]
