@@ -1,8 +1,13 @@
-"""Kernel forecasts: ``python jobs/predict_kernels.py predictor=roofline input=<csv|parquet> output=<csv>``."""
+"""Kernel forecasts: ``python jobs/predict_kernels.py input=<csv|parquet> output=<csv> [gpu=<key>] [alias=champion]``.
+
+Default: the registered ``tilecast-<family>@<alias>`` models (and a stored calibration of each row's GPU);
+``predictor=roofline`` needs no registry. No training happens here.
+"""
 
 from __future__ import annotations
 
 import logging
+import sys
 
 import hydra
 from omegaconf import DictConfig
@@ -20,10 +25,27 @@ log = logging.getLogger("predict_kernels")
 @hydra.main(version_base="1.3", config_path="../conf", config_name="predict_kernels")
 def main(cfg: DictConfig) -> None:
     rows = read_table(resolve(cfg.input))
-    gpu = gpu_from_cfg(cfg.gpu)
-    if cfg.predictor.name != "roofline":
-        raise ValueError(f"unknown predictor {cfg.predictor.name!r}; known: roofline")
-    result = forecast_kernels(rows, lambda fam, r, g: roofline_ms(r, g), gpu)
+    gpu = gpu_from_cfg(cfg.get("gpu"))  # the gpu group is absent unless gpu= is given
+    if cfg.predictor.name == "roofline":
+        result = forecast_kernels(rows, lambda fam, r, g: roofline_ms(r, g), gpu)
+    elif cfg.predictor.name == "registry":
+        from tilecast.registry import RegistryError, configure, forecast_from_registry  # MLflow only here
+
+        log.info("tracking at %s", configure(cfg.mlflow.tracking_uri))
+        try:
+            result = forecast_from_registry(rows, alias=cfg.alias, gpu=gpu, calibrate=cfg.calibrate)
+        except RegistryError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
+        for fam, model in result.models.items():
+            log.info("%s: %s", fam, model)
+        for note in result.notes:
+            log.warning(note)
+        for key, label in result.calibrations.items():
+            log.info("calibration %s applied to the %s rows (column 'calibration')", label, key)
+    else:
+        raise ValueError(f"unknown predictor {cfg.predictor.name!r} for forecasts; known: registry (default, "
+                         f"trained with `python jobs/train.py predictor=...`), roofline")
     for op, n in result.unknown_ops.items():
         log.warning("%d rows of op %r: no predictor covers it; pred_ms left empty", n, op)
     out = write_table(result.table, cfg.output)

@@ -1,0 +1,35 @@
+"""Train per-family kernel predictors: ``python jobs/train.py [predictor=xgboost|mlp] [families=[bmm,linear]]``.
+
+Each family: one MLflow run and a new version of ``tilecast-<family>`` with alias ``@challenger``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from tilecast.registry.tracking import configure
+from tilecast.registry.training import TrainSpec, train
+
+log = logging.getLogger("train")
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def main(cfg: DictConfig) -> None:
+    uri = configure(cfg.mlflow.tracking_uri)
+    log.info("tracking at %s (experiment %s)", uri, cfg.mlflow.experiment)
+    spec = TrainSpec(predictor=cfg.predictor.name,
+                     params=OmegaConf.to_container(cfg.predictor, resolve=True).get("params") or {},
+                     families=tuple(cfg.families), experiment=cfg.mlflow.experiment, alias=cfg.alias,
+                     val_fraction=cfg.val_fraction, seed=cfg.seed, unseen_gpus=tuple(cfg.unseen_gpus),
+                     max_rows=cfg.max_rows)
+    results = train(spec, OmegaConf.to_yaml(cfg, resolve=True))
+    for r in results:
+        print(f"{r.model} v{r.version} @{spec.alias}  run {r.run_id}  val MAPE {r.metrics['val_mape_pct']:.1f}%  "
+              f"unseen MAPE {r.metrics.get('unseen_mape_pct', float('nan')):.1f}%")
+
+
+if __name__ == "__main__":
+    main()
