@@ -1,0 +1,46 @@
+"""Promote challengers that measure no worse: ``python jobs/promote.py [families=[...]] [rollback=true]``
+(see conf/promote.yaml). Exit 1 with the reason when the champion is kept."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from tilecast.evaluation.run import load_labels
+from tilecast.registry.promotion import PromotionPolicy, PromotionRefused, promote, rollback
+from tilecast.registry.tracking import configure
+
+log = logging.getLogger("promote")
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="promote")
+def main(cfg: DictConfig) -> None:
+    uri = configure(cfg.mlflow.tracking_uri)
+    log.info("tracking at %s", uri)
+    families = tuple(cfg.families)
+    try:
+        if cfg.rollback:
+            for move in rollback(families, register=cfg.register_forecaster, experiment=cfg.mlflow.experiment):
+                print(f"{move.model}@{move.alias}: v{move.from_version} -> v{move.to_version} ({move.reason})")
+            return
+        policy = PromotionPolicy(cfg.kernel_tolerance_pct, cfg.e2e_tolerance_pct, tuple(cfg.unseen_gpus))
+        result = promote(families, policy, load_labels(cfg.labels_dir), cfg.mlflow.experiment,
+                         OmegaConf.to_yaml(cfg, resolve=True), register=cfg.register_forecaster)
+    except PromotionRefused as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(f"promoted ({'first promotion' if result.first else 'passed the gates'}): {result.reason}")
+    for move in result.moves:
+        print(f"  {move.model}@{move.alias}: v{move.from_version} -> v{move.to_version}")
+    if not result.moves:
+        print("  (the challengers already are the champions)")
+    if result.forecaster_version:
+        print(f"  tilecast-forecaster@champion v{result.forecaster_version}")
+    print(f"  MLflow run {result.run_id}")
+
+
+if __name__ == "__main__":
+    main()

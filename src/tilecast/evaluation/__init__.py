@@ -1,0 +1,1 @@
+"""Accuracy against measured labels: read label files, forecast the same workloads, report APE."""

@@ -1,0 +1,128 @@
+"""End-to-end labels as a table: from a directory laid out like the data's labels, or the shipped Parquet.
+
+A label directory holds ``<device dir>/<model>-<inf|train>-<seq>-<batch>[-<variant>].json`` with an
+``e2e_latency`` (ms); ``<device dir>`` is a device name with ``_`` for spaces (``NVIDIA_L4``), or any
+name the GPU catalog knows. Variants: none (plain), ``fusion``, and any parallel tag (``dp4``, ``tp8``,
+``pp4_1``). A file that cannot be used is reported with the reason and skipped; the rest are read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from tilecast.data import load_e2e_labels, load_node_labels, parse_tag
+from tilecast.graph.parallel import ParallelismError, parse_parallel
+from tilecast.specs import UnknownSpecError, get_gpu, get_model
+
+LABEL_COLUMNS = ["device", "gpu", "tag", "model", "mode", "seq_len", "batch", "variant", "parallel", "fused",
+                 "label_ms"]
+LATENCY_KEY = "e2e_latency"
+
+
+NODE_COLUMNS = ("Name", "fw_latency")
+
+
+@dataclass
+class LabelSet:
+    """Labels (:data:`LABEL_COLUMNS`, one row per file), the files skipped as ``(path, reason)``, and the
+    per-node labels found beside them (``device``, ``tag`` + the csv columns; None: not looked for)."""
+
+    labels: pd.DataFrame
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    source: str = ""
+    nodes: pd.DataFrame | None = None
+
+
+def parse_variant(variant: str) -> tuple[str | None, bool]:
+    """``plain`` -> (None, False), ``fusion`` -> (None, True), ``dp4`` / ``pp4_1`` ... -> (tag, False)."""
+    if variant in ("", "plain"):
+        return None, False
+    if variant in ("fusion", "fused"):
+        return None, True
+    try:
+        par = parse_parallel(variant)
+    except ParallelismError:
+        raise ValueError(f"variant {variant!r} is not fusion or a parallel tag (dp4, tp4, pp4_1)") from None
+    return par.tag, False
+
+
+def label_record(device_dir: str, stem: str, latency_ms: object) -> dict:
+    """One label row from a device directory name, a file stem and its latency; ValueError says why not."""
+    try:
+        gpu = get_gpu(device_dir)
+    except UnknownSpecError as exc:
+        raise ValueError(f"device directory {device_dir!r}: {exc}") from None
+    tag = parse_tag(stem)
+    try:
+        model = get_model(tag.model)
+    except UnknownSpecError as exc:
+        raise ValueError(str(exc)) from None
+    parallel, fused = parse_variant(tag.variant)
+    if isinstance(latency_ms, bool) or not isinstance(latency_ms, (int, float)) or not math.isfinite(latency_ms) \
+            or latency_ms <= 0:
+        raise ValueError(f"{LATENCY_KEY} must be a positive number of ms, got {latency_ms!r}")
+    return {"device": gpu.device_name, "gpu": gpu.key, "tag": stem, "model": model.key, "mode": tag.mode,
+            "seq_len": tag.seq_len, "batch": tag.batch, "variant": tag.variant, "parallel": parallel,
+            "fused": fused, "label_ms": float(latency_ms)}
+
+
+def _frame(records: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(records, columns=LABEL_COLUMNS)
+    return df.astype({"seq_len": "int64", "batch": "int64", "fused": bool, "label_ms": float}) if len(df) else df
+
+
+def read_label_dir(root: str | os.PathLike) -> LabelSet:
+    """Every ``<device dir>/*.json`` under ``root``, sorted by path; unusable files skipped with a reason."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"labels directory {str(root)!r} does not exist or is not a directory")
+    records, skipped = [], []
+    for path in sorted(p for d in sorted(root.iterdir()) if d.is_dir() for p in d.glob("*.json")):
+        shown = str(path.relative_to(root))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or LATENCY_KEY not in data:
+                raise ValueError(f"expected a json object with {LATENCY_KEY!r}")
+            records.append(label_record(path.parent.name, path.stem, data[LATENCY_KEY]))
+        except (ValueError, OSError) as exc:  # json.JSONDecodeError is a ValueError
+            skipped.append((shown, str(exc)))
+    nodes, bad = _read_nodes(root)
+    return LabelSet(_frame(records), skipped + bad, str(root), nodes)
+
+
+def _read_nodes(root: Path) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """Per-node label csvs (``<device dir>/<tag>.csv`` with ``Name`` and ``fw_latency``) under ``root``."""
+    parts, skipped = [], []
+    for path in sorted(p for d in sorted(root.iterdir()) if d.is_dir() for p in d.glob("*.csv")):
+        shown = str(path.relative_to(root))
+        try:
+            gpu = get_gpu(path.parent.name)
+            parse_tag(path.stem)
+            df = pd.read_csv(path)
+            missing = [c for c in NODE_COLUMNS if c not in df]
+            if missing:
+                raise ValueError(f"per-node labels need columns {', '.join(NODE_COLUMNS)}; missing {missing}")
+        except (ValueError, OSError, UnknownSpecError, pd.errors.ParserError) as exc:
+            skipped.append((shown, str(exc)))
+            continue
+        parts.append(df.assign(device=gpu.device_name, tag=path.stem))
+    nodes = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["device", "tag", *NODE_COLUMNS])
+    return nodes, skipped
+
+
+def shipped_labels() -> LabelSet:
+    """The labels shipped in ``data/`` (the ingested ``labels/e2e`` table)."""
+    table = load_e2e_labels()
+    records, skipped = [], []
+    for row in table.itertuples(index=False):
+        try:
+            records.append(label_record(row.device_dir, row.tag, float(row.e2e_latency)))
+        except ValueError as exc:
+            skipped.append((f"{row.device_dir}/{row.tag}.json", str(exc)))
+    return LabelSet(_frame(records), skipped, "data/neusight labels/e2e", load_node_labels())

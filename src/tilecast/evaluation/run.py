@@ -1,0 +1,146 @@
+"""The evaluate job's work: labels -> forecasts (spec-only and calibrated) -> tables -> an MLflow run.
+
+The run is tagged with the model version of every family it used, logs the per-label table, the
+mean / max APE per device x mode x variant (metrics and a table), the headline means, and, where
+per-node labels exist, the paper's per-op-category error.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+
+import mlflow
+import numpy as np
+import pandas as pd
+
+from tilecast.evaluation.calibration import calibrated_for
+from tilecast.evaluation.labels import LabelSet, read_label_dir, shipped_labels
+from tilecast.evaluation.paper import with_paper
+from tilecast.evaluation.perop import perop_errors, perop_summary
+from tilecast.evaluation.suite import ape_summary, forecast_labels, headline
+from tilecast.paths import resolve
+from tilecast.predictors import PREDICTORS, KernelPredictor
+from tilecast.registry.forecaster import as_family_predictor
+from tilecast.registry.kernel_forecast import load_registry_predictor
+from tilecast.registry.lineage import log_lineage
+from tilecast.registry.tracking import ensure_experiment
+from tilecast.tiles.ops import FAMILIES
+
+log = logging.getLogger("tilecast.evaluate")
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """What to evaluate and how (see conf/evaluate.yaml)."""
+
+    labels_dir: str | None = None
+    forecaster: str = "registry"
+    alias: str = "champion"
+    calibrate: bool = True
+    calibration_rows: int = 20
+    seed: int = 0
+    perop: bool = True
+    unseen_gpus: tuple[str, ...] = ("l4", "a100_pcie_80gb")
+    experiment: str = "tilecast-evaluate"
+
+
+@dataclass
+class EvaluationResult:
+    """Everything an evaluation produced."""
+
+    table: pd.DataFrame
+    summary: pd.DataFrame
+    headline: dict[str, float]
+    labels: LabelSet
+    versions: dict[str, str]
+    perop: pd.DataFrame | None = None
+    perop_summary: pd.DataFrame | None = None
+    notes: list[str] = field(default_factory=list)
+    run_id: str = ""
+
+
+def load_labels(labels_dir: str | None) -> LabelSet:
+    """A label directory (resolved like every user path), or the labels shipped in ``data/``."""
+    labels = read_label_dir(resolve(labels_dir)) if labels_dir else shipped_labels()
+    for path, reason in labels.skipped:
+        log.warning("skipped %s: %s", path, reason)
+    return labels
+
+
+def load_predictors(forecaster: str, alias: str) -> tuple[dict[str, KernelPredictor], dict[str, str], list[str]]:
+    """One predictor per family: ``registry`` (``@alias``, spec only: stored calibrations are not applied)
+    or ``roofline``; the versions used and notes for people."""
+    if forecaster == "registry":
+        rp = load_registry_predictor(alias, FAMILIES, calibrate=False)
+        return {f: lp.predictor for f, lp in rp.loaded.items()}, rp.versions, list(rp.notes)
+    if forecaster == "roofline":
+        return {f: PREDICTORS["roofline"].fit(f, None) for f in FAMILIES}, {}, []
+    raise ValueError(f"unknown forecaster {forecaster!r}; known: registry, roofline")
+
+
+def evaluate(settings: EvaluationSettings) -> EvaluationResult:
+    """Forecast every label spec-only and calibrated; summarise; per-op error where node labels exist."""
+    labels = load_labels(settings.labels_dir)
+    predictors, versions, notes = load_predictors(settings.forecaster, settings.alias)
+    calibrated = calibrated_for(predictors, settings.calibration_rows, settings.seed) if settings.calibrate else None
+    table = with_paper(forecast_labels(labels.labels, as_family_predictor(predictors), calibrated))
+    result = EvaluationResult(table, ape_summary(table), headline(table, settings.unseen_gpus), labels, versions,
+                              notes=notes)
+    if settings.perop and labels.nodes is not None and len(labels.nodes):
+        result.perop = perop_errors(as_family_predictor(predictors), labels.nodes)
+        result.perop_summary = perop_summary(result.perop, settings.unseen_gpus)
+    return result
+
+
+def _metric_key(*parts: object) -> str:
+    """An MLflow metric name: dot-separated parts, each reduced to letters, digits, ``_`` and ``-``."""
+    pieces = [q for p in parts for q in str(p).split(".")]
+    return ".".join(re.sub(r"[^0-9A-Za-z_\-]+", "_", q) for q in pieces)
+
+
+def log_evaluation(result: EvaluationResult, settings: EvaluationSettings, config_yaml: str | None = None) -> str:
+    """One MLflow run: versions as tags, the tables as artifacts, APE means / maxima as metrics."""
+    with mlflow.start_run(experiment_id=ensure_experiment(settings.experiment), run_name="evaluate") as run:
+        log_lineage(config_yaml, job="evaluate", forecaster=settings.forecaster, alias=settings.alias)
+        mlflow.set_tags({f"tilecast.version.{f}": v for f, v in result.versions.items()})
+        mlflow.log_params({"labels_source": result.labels.source, "labels": len(result.table),
+                           "skipped": len(result.labels.skipped), "calibrate": settings.calibrate,
+                           "calibration_rows": settings.calibration_rows, "seed": settings.seed})
+        metrics = {_metric_key(k): v for k, v in result.headline.items() if np.isfinite(v)}
+        for row in result.summary.itertuples(index=False):
+            for stat in ("mean_ape_pct", "max_ape_pct", "mean_ape_cal_pct", "max_ape_cal_pct"):
+                value = getattr(row, stat)
+                if np.isfinite(value):
+                    metrics[_metric_key(stat, row.device, row.mode, row.variant)] = float(value)
+        if result.perop_summary is not None:
+            for row in result.perop_summary.itertuples(index=False):
+                metrics[_metric_key("perop_mape_pct", row.distribution, row.family)] = float(row.mape_pct)
+        mlflow.log_metrics(metrics)
+        mlflow.log_table(result.table, "evaluation/labels.json")
+        mlflow.log_table(result.summary, "evaluation/summary.json")
+        if result.perop is not None:
+            mlflow.log_table(result.perop, "evaluation/perop.json")
+            mlflow.log_table(result.perop_summary, "evaluation/perop_summary.json")
+        if result.labels.skipped:
+            mlflow.log_text("\n".join(f"{p}: {r}" for p, r in result.labels.skipped), "evaluation/skipped.txt")
+        result.run_id = run.info.run_id
+    return result.run_id
+
+
+def report_lines(result: EvaluationResult) -> list[str]:
+    """What the job prints: skipped files, the summary table, headline means, per-op error."""
+    lines = [f"skipped {p}: {r}" for p, r in result.labels.skipped]
+    failed = result.table[result.table["error"] != ""]
+    lines += [f"no forecast for {r.device}/{r.tag}: {r.error}" for r in failed.itertuples(index=False)]
+    lines.append(result.summary.to_string(index=False))
+    h = result.headline
+    for cell in ("inference", "training", "fused", "multi_gpu", "unseen_gpus", "seen_gpus"):
+        if f"{cell}.mean_ape_pct" in h:
+            lines.append(f"{cell:<12} mean APE {h[f'{cell}.mean_ape_pct']:6.2f}% spec-only, "
+                         f"{h[f'{cell}.mean_ape_cal_pct']:6.2f}% calibrated")
+    if result.perop_summary is not None:
+        lines.append("per-op category MAPE (in = training GPUs, out = unseen GPUs):")
+        lines.append(result.perop_summary.to_string(index=False))
+    return lines

@@ -1,0 +1,60 @@
+"""Communication time of ``allreduce`` / ``sendrecv`` ops from the GPU spec's link bandwidth.
+
+The link is the spec's :attr:`GpuSpec.link_gbs` (NVLink per direction when the sheet lists it, else
+PCIe): never a device-name lookup. ``efficiency`` is the fraction of it collectives reach (the
+reference's 0.72). All-reduce algorithms are a registry:
+
+- ``ring``: ``2 (p-1)/p * bytes / bw`` (reduce-scatter + all-gather, what NCCL runs);
+- ``reference``: ``(p-1) * bytes / bw`` (METHOD.md §4: ``4 n (p-1) / link_bw``).
+
+A send-recv moves its bytes once: ``bytes / bw``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tilecast.specs import GpuSpec
+
+GB_SI = 1e9
+
+#: all-reduce algorithm -> bytes on the wire per byte reduced, for ``p`` GPUs (numpy arrays)
+ALLREDUCE_FACTORS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "ring": lambda p: 2.0 * (p - 1) / p,
+    "reference": lambda p: p - 1.0,
+}
+
+
+@dataclass(frozen=True)
+class CommModel:
+    """How collectives are timed: link efficiency and all-reduce algorithm (a key of ALLREDUCE_FACTORS)."""
+
+    efficiency: float = 0.72
+    allreduce: str = "ring"
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.efficiency <= 1.0:
+            raise ValueError(f"link efficiency must be in (0, 1], got {self.efficiency!r}")
+        if self.allreduce not in ALLREDUCE_FACTORS:
+            raise ValueError(f"unknown all-reduce algorithm {self.allreduce!r}; known: "
+                             f"{', '.join(ALLREDUCE_FACTORS)}")
+
+    def link_bytes_per_ms(self, gpu: GpuSpec) -> float:
+        """Usable GPU-to-GPU bytes per millisecond."""
+        return self.efficiency * gpu.link_gbs * GB_SI / 1e3
+
+    def allreduce_ms(self, nbytes: np.ndarray, gpu: GpuSpec, n_gpus: int | np.ndarray) -> np.ndarray:
+        """Time of all-reduces of ``nbytes`` each over ``n_gpus`` GPUs (per row or one for all; 0 on one GPU)."""
+        nbytes = np.asarray(nbytes, dtype=float)
+        p = np.maximum(np.broadcast_to(np.asarray(n_gpus, dtype=float), nbytes.shape), 1.0)
+        return ALLREDUCE_FACTORS[self.allreduce](p) * nbytes / self.link_bytes_per_ms(gpu)
+
+    def sendrecv_ms(self, nbytes: np.ndarray, gpu: GpuSpec) -> np.ndarray:
+        """Time of point-to-point transfers of ``nbytes`` each."""
+        return np.asarray(nbytes, dtype=float) / self.link_bytes_per_ms(gpu)
+
+
+DEFAULT_COMM = CommModel()

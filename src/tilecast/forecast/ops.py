@@ -1,0 +1,158 @@
+"""Per-op latency of an op frame (``OpGraph.to_frame()`` columns), vectorised over the whole frame.
+
+- linear / bmm / vector ops of a known family: the kernel predictor, one call per family on the
+  *distinct* kernel rows (an op shape is predicted once however many layers, phases or cells use it).
+  A vector row whose bytes or flops per output differ from the plain op's (a fused group, a
+  broadcasting input) is the plain op's prediction scaled by the ratio of the two rooflines: the
+  group runs as one kernel shaped like its last op (METHOD.md §4).
+- mem: ``bytes / (Mem_Bw * 2^30)`` (METHOD.md §1).
+- conv and vector ops no predictor covers: the roofline of the row's own flops and bytes.
+- allreduce / sendrecv: :class:`~tilecast.forecast.comm.CommModel` over the spec's link.
+
+Latencies are per instance (one of ``count``), in ms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tilecast.forecast.comm import DEFAULT_COMM, CommModel
+from tilecast.forecast.kernels import FamilyPredictor
+from tilecast.specs import GpuSpec
+from tilecast.tiles.ops import FAMILY_OF_OP, mem_per_output, ops_per_output
+from tilecast.tiles.roofline import roofline_ms
+
+KERNEL_COLUMNS = ("OPName", "B", "M", "N", "K", "H")
+GEMM_KINDS = ("linear", "bmm")
+COMM_KINDS = ("allreduce", "sendrecv")
+GIB = float(2**30)
+
+
+def roofline_predictor(family: str, rows: pd.DataFrame, gpu: GpuSpec | None) -> np.ndarray:
+    """The spec-sheet roofline as a :data:`FamilyPredictor` (no training, no registry)."""
+    return roofline_ms(rows, gpu)
+
+
+def _col(frame: pd.DataFrame, name: str, dtype=float) -> np.ndarray:
+    return frame[name].to_numpy(dtype=dtype) if name in frame else np.zeros(len(frame), dtype=dtype)
+
+
+def lookup(values: np.ndarray, table: dict, default=None) -> np.ndarray:
+    """``table[v]`` for each value (object array), computed once per distinct value."""
+    values = np.asarray(values, dtype=object)
+    if values.size == 0:
+        return np.empty(0, dtype=object)
+    uniq, inverse = np.unique(values.astype(str), return_inverse=True)
+    return np.array([table.get(u, default) for u in uniq] + [None], dtype=object)[:-1][inverse]
+
+
+def op_family(op_frame: pd.DataFrame) -> np.ndarray:
+    """Kernel family of each op row (object array; None where no predictor applies)."""
+    kind = op_frame["kind"].to_numpy(dtype=object)
+    fam = lookup(kind, {"linear": "linear", "bmm": "bmm"})
+    is_vec = kind == "vec"
+    if is_vec.any():
+        fam[is_vec] = lookup(op_frame["op"].to_numpy(dtype=object)[is_vec], FAMILY_OF_OP)
+    return fam
+
+
+def op_kernel_rows(op_frame: pd.DataFrame) -> pd.DataFrame:
+    """Kernel rows (``OPName, B, M, N, K, H`` as in the data, plus ``kind`` and ``family``) of the op rows
+    a family predictor covers; the index is the op frame's, so results align back by index."""
+    fam = op_family(op_frame)
+    pos = np.flatnonzero(pd.notna(fam))
+    names, dims = _kernel_arrays(op_frame, pos)
+    rows = pd.DataFrame(dims, columns=list(KERNEL_COLUMNS[1:]), index=op_frame.index[pos])
+    rows.insert(0, "OPName", names)
+    return rows.assign(kind=op_frame["kind"].to_numpy(dtype=object)[pos], family=fam[pos])
+
+
+def _kernel_arrays(op_frame: pd.DataFrame, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """OPName and the int64 ``B, M, N, K, H`` matrix of the op rows at ``pos``."""
+    kind = op_frame["kind"].to_numpy(dtype=object)[pos]
+    gemm = np.isin(kind, GEMM_KINDS)
+    names = np.where(gemm, kind, op_frame["op"].to_numpy(dtype=object)[pos])
+    dims = np.zeros((len(pos), 5), dtype=np.int64)
+    dims[:, 0] = np.where(kind == "linear", 1, _col(op_frame, "b", np.int64)[pos])
+    for j, c in enumerate("mnk", start=1):
+        dims[:, j] = np.where(gemm, _col(op_frame, c, np.int64)[pos], 0)
+    dims[:, 4] = np.where(gemm, 0, _col(op_frame, "h", np.int64)[pos])
+    return names, dims
+
+
+def _predict_distinct(names: np.ndarray, dims: np.ndarray, fams: np.ndarray, gpu: GpuSpec,
+                      predict: FamilyPredictor) -> np.ndarray:
+    """Predict every distinct kernel row once, one call per family; ms aligned with the input rows."""
+    if len(names) == 0:
+        return np.empty(0)
+    op_codes, op_inverse = np.unique(names.astype(str), return_inverse=True)
+    key = np.column_stack([op_inverse.astype(np.int64), dims])
+    distinct, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    pred = np.full(len(distinct), np.nan)
+    dfams = fams[first]
+    kernel = pd.DataFrame(distinct[:, 1:], columns=list(KERNEL_COLUMNS[1:]))
+    kernel.insert(0, "OPName", op_codes[distinct[:, 0]])
+    kernel["Device"] = gpu.device_name
+    for fam in np.unique(dfams.astype(str)):
+        mask = dfams == fam
+        got = np.asarray(predict(fam, kernel.loc[mask].reset_index(drop=True), gpu), dtype=float).ravel()
+        if got.shape != (int(mask.sum()),):
+            raise ValueError(f"{fam} predictor returned {got.shape[0]} values for {int(mask.sum())} rows")
+        pred[mask] = got
+    bad = ~np.isfinite(pred) | (pred < 0)
+    if bad.any():
+        raise ValueError(f"{dfams[bad][0]} predictor returned a non-finite or negative latency for "
+                         f"{kernel.loc[bad].iloc[0].to_dict()}")
+    return pred[inverse]
+
+
+def _vec_scale(frame: pd.DataFrame, pos: np.ndarray, gpu: GpuSpec) -> np.ndarray:
+    """Roofline ratio of each vector row's own bytes/flops per output to its plain op's (1 where unset)."""
+    uniq, inverse = np.unique(frame["op"].to_numpy(dtype=object)[pos].astype(str), return_inverse=True)
+    mem_plain = np.array([mem_per_output(o) for o in uniq], dtype=float)[inverse]
+    ops_plain = np.array([ops_per_output(o) for o in uniq], dtype=float)[inverse]
+    mem_own = _col(frame, "mem_per_o")[pos]
+    ops_own = _col(frame, "ops_per_o")[pos]
+    mem_own = np.where(mem_own > 0, mem_own, mem_plain)
+    ops_own = np.where(ops_own > 0, ops_own, ops_plain)
+    f, bw = gpu.fp32_gflops, gpu.mem_bw_gbs
+    return np.maximum(ops_own / f, mem_own / bw) / np.maximum(ops_plain / f, mem_plain / bw)
+
+
+def op_latency_ms(op_frame: pd.DataFrame, gpu: GpuSpec, predict: FamilyPredictor | None = None,
+                  n_gpus: int | None = None, comm: CommModel = DEFAULT_COMM) -> np.ndarray:
+    """Per-instance latency (ms) of every op row on ``gpu``; ``predict`` defaults to the roofline.
+
+    ``n_gpus`` is the all-reduce group size (default: a per-row ``degree`` column, else the frame's
+    ``attrs["degree"]``, else 1).
+    """
+    predict = predict or roofline_predictor
+    if n_gpus is None:
+        n_gpus = _col(op_frame, "degree") if "degree" in op_frame else int(op_frame.attrs.get("degree", 1) or 1)
+    n = len(op_frame)
+    ms = np.full(n, np.nan)
+    kind = op_frame["kind"].to_numpy(dtype=object)
+    nbytes = _col(op_frame, "bytes")
+    fam = op_family(op_frame)
+    pos = np.flatnonzero(pd.notna(fam))
+    if len(pos):
+        names, dims = _kernel_arrays(op_frame, pos)
+        pred = _predict_distinct(names, dims, fam[pos], gpu, predict)
+        vec = kind[pos] == "vec"
+        if vec.any():
+            pred[vec] *= _vec_scale(op_frame, pos[vec], gpu)
+        ms[pos] = pred
+    is_mem = kind == "mem"
+    ms[is_mem] = 1e3 * nbytes[is_mem] / (gpu.mem_bw_gbs * GIB)
+    is_ar = kind == "allreduce"
+    group = np.broadcast_to(np.asarray(n_gpus, dtype=float), (n,))
+    ms[is_ar] = comm.allreduce_ms(nbytes[is_ar], gpu, group[is_ar])
+    is_sr = kind == "sendrecv"
+    ms[is_sr] = comm.sendrecv_ms(nbytes[is_sr], gpu)
+    rest = np.isnan(ms)
+    if rest.any():  # conv, vector ops no family covers: roofline of the row's own flops and bytes
+        flops = _col(op_frame, "flops")[rest]
+        ms[rest] = 1e3 * np.maximum(flops / (gpu.fp32_gflops * 1e9), nbytes[rest] / (gpu.mem_bw_gbs * 1e9))
+    return ms

@@ -1,0 +1,267 @@
+"""Promotion: ``@champion`` only ever moves to something measurably no worse; rollback restores the previous one.
+
+The suite (the same for both sides): per family, kernel MAPE on the GPUs no family trained on
+(mean of the per-GPU MAPEs of their kernel test rows), and the mean APE of end-to-end forecasts of
+every shipped label (spec sheet only, no calibration). The candidate set is the current champions
+with the promoted families' ``@challenger`` versions swapped in. It is promoted when
+
+- its end-to-end mean APE improves or ties (``<= current + e2e_tolerance_pct``), and
+- no promoted family's unseen-GPU kernel MAPE is worse than its champion's by more than
+  ``kernel_tolerance_pct`` points;
+
+and unconditionally when no family has a champion yet (first promotion). A family that has no
+champion is compared against nothing (its challenger fills the current set too). Every move is
+recorded on the registered model (:mod:`tilecast.registry.aliases`) with the metrics that justified
+it, and the servable ``tilecast-forecaster`` is registered for the new set.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import mlflow
+import numpy as np
+import pandas as pd
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+
+from tilecast.evaluation.labels import LabelSet, shipped_labels
+from tilecast.evaluation.suite import build_frames, forecast_labels
+from tilecast.metrics import ape_pct
+from tilecast.predictors import evaluation_rows
+from tilecast.registry.aliases import AliasMove, alias_history, move_alias
+from tilecast.registry.forecaster import as_family_predictor, predictors_from_versions, register_forecaster
+from tilecast.registry.lineage import log_lineage
+from tilecast.registry.models import model_name
+from tilecast.registry.tracking import ensure_experiment
+from tilecast.specs import get_gpu
+from tilecast.tiles.ops import FAMILIES
+
+log = logging.getLogger("tilecast.promote")
+
+CHAMPION, CHALLENGER = "champion", "challenger"
+
+
+class PromotionRefused(RuntimeError):
+    """The challenger is not promoted (or cannot be); the message is the reason. The champion is untouched."""
+
+
+@dataclass(frozen=True)
+class PromotionPolicy:
+    """Gates of a promotion (points of percentage error) and the GPUs kernel MAPE is measured on."""
+
+    kernel_tolerance_pct: float = 1.0
+    e2e_tolerance_pct: float = 0.0
+    unseen_gpus: tuple[str, ...] = ("l4", "a100_pcie_80gb")
+
+    def __post_init__(self) -> None:
+        for name in ("kernel_tolerance_pct", "e2e_tolerance_pct"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        for key in self.unseen_gpus:
+            get_gpu(key)
+
+
+@dataclass
+class SuiteScore:
+    """One set of family versions measured on the suite."""
+
+    versions: dict[str, str]
+    kernel_mape_pct: dict[str, float]
+    e2e_mean_ape_pct: float
+    e2e_failed: int
+    table: pd.DataFrame = field(repr=False)
+
+    def metrics(self, prefix: str) -> dict[str, float]:
+        out = {f"{prefix}.kernel_mape_pct.{f}": v for f, v in self.kernel_mape_pct.items()}
+        out[f"{prefix}.e2e_mean_ape_pct"] = self.e2e_mean_ape_pct
+        return out
+
+
+@dataclass
+class PromotionResult:
+    """What a promotion did: the decision, both scores, the alias moves and the forecaster version."""
+
+    promoted: bool
+    reason: str
+    first: bool
+    families: tuple[str, ...]
+    current: SuiteScore | None
+    candidate: SuiteScore
+    moves: list[AliasMove]
+    forecaster_version: str | None = None
+    run_id: str = ""
+
+
+def alias_versions(alias: str, families: Iterable[str], client: MlflowClient | None = None) -> dict[str, str | None]:
+    """Version behind ``tilecast-<family>@<alias>`` for each family (None: no such alias or model). No fallback."""
+    client = client or MlflowClient()
+    out: dict[str, str | None] = {}
+    for fam in families:
+        try:
+            aliases = client.get_registered_model(model_name(fam)).aliases
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            aliases = {}
+        out[fam] = str(aliases[alias]) if alias in aliases else None
+    return out
+
+
+def unseen_kernel_rows(families: Iterable[str], policy: PromotionPolicy) -> dict[str, pd.DataFrame]:
+    """Kernel test rows of every family on the unseen GPUs (the kernel half of the suite)."""
+    devices = [get_gpu(k).device_name for k in policy.unseen_gpus]
+    return {fam: evaluation_rows(fam, devices=devices) for fam in families}
+
+
+def kernel_mape(predictor, rows: pd.DataFrame) -> float:
+    """Mean over GPUs of the MAPE of ``predictor`` on ``rows`` (each row's ``Device``)."""
+    if rows.empty:
+        return float("nan")
+    ape = ape_pct(np.asarray(predictor.predict_ms(rows), dtype=float), rows["Latency"].to_numpy(float))
+    return float(pd.Series(ape).groupby(rows["Device"].to_numpy()).mean().mean())
+
+
+def score_suite(versions: Mapping[str, str], labels: pd.DataFrame, kernel_rows: Mapping[str, pd.DataFrame],
+                frames: tuple[dict, dict] | None = None) -> SuiteScore:
+    """Measure one set of family versions: kernel MAPE (families of ``kernel_rows``) and e2e mean APE."""
+    predictors = predictors_from_versions(versions)
+    kmape = {fam: kernel_mape(predictors[fam], rows) for fam, rows in kernel_rows.items()}
+    table = forecast_labels(labels, as_family_predictor(predictors), frames=frames)
+    ok = table["pred_ms"].notna()
+    return SuiteScore(dict(versions), kmape, float(table.loc[ok, "ape_pct"].mean()), int((~ok).sum()), table)
+
+
+def decide(current: SuiteScore | None, candidate: SuiteScore, families: Iterable[str],
+           policy: PromotionPolicy) -> tuple[bool, list[str]]:
+    """(promote?, reasons): the gates of the module docstring; ``current`` None is a first promotion."""
+    if current is None:
+        return True, ["first promotion: no champion yet"]
+    reasons, ok = [], True
+    if candidate.e2e_failed > current.e2e_failed:
+        ok = False
+        reasons.append(f"challenger fails {candidate.e2e_failed} end-to-end labels, champion {current.e2e_failed}")
+    limit = current.e2e_mean_ape_pct + policy.e2e_tolerance_pct + 1e-9
+    verdict = "improves or ties" if candidate.e2e_mean_ape_pct <= limit else "is worse"
+    ok &= candidate.e2e_mean_ape_pct <= limit
+    reasons.append(f"end-to-end mean APE {candidate.e2e_mean_ape_pct:.3f}% vs champion "
+                   f"{current.e2e_mean_ape_pct:.3f}%: {verdict}")
+    for fam in families:
+        new, old = candidate.kernel_mape_pct.get(fam), current.kernel_mape_pct.get(fam)
+        if new is None or old is None or candidate.versions.get(fam) == current.versions.get(fam):
+            continue
+        if new > old + policy.kernel_tolerance_pct:
+            ok = False
+            reasons.append(f"{fam}: unseen-GPU kernel MAPE {new:.2f}% vs champion {old:.2f}% "
+                           f"(worse by more than {policy.kernel_tolerance_pct:g} points)")
+        else:
+            reasons.append(f"{fam}: unseen-GPU kernel MAPE {new:.2f}% vs champion {old:.2f}%")
+    return ok, reasons
+
+
+def _log_scores(result: PromotionResult) -> None:
+    metrics = result.candidate.metrics("challenger")
+    if result.current is not None:
+        metrics |= result.current.metrics("champion")
+    mlflow.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
+    mlflow.log_metric("promoted", float(result.promoted))
+    mlflow.set_tags({"tilecast.decision": "promoted" if result.promoted else "refused",
+                     "tilecast.reason": "; ".join([result.reason])[:5000],
+                     **{f"tilecast.candidate.{f}": v for f, v in result.candidate.versions.items()},
+                     **({f"tilecast.champion.{f}": v for f, v in result.current.versions.items()}
+                        if result.current else {})})
+    mlflow.log_table(result.candidate.table, "e2e/challenger.json")
+    if result.current is not None:
+        mlflow.log_table(result.current.table, "e2e/champion.json")
+
+
+def promote(families: Iterable[str] = FAMILIES, policy: PromotionPolicy | None = None,
+            labels: LabelSet | None = None, experiment: str = "tilecast-promote", config_yaml: str | None = None,
+            register: bool = True) -> PromotionResult:
+    """Evaluate ``@challenger`` against ``@champion`` for ``families`` and move ``@champion`` if it passes.
+
+    Raises :class:`PromotionRefused` (champion untouched) when it does not pass or cannot be evaluated.
+    """
+    families = tuple(dict.fromkeys(families))
+    for fam in families:
+        model_name(fam)  # unknown family -> error naming the known ones
+    policy = policy or PromotionPolicy()
+    client = MlflowClient()
+    challengers = alias_versions(CHALLENGER, FAMILIES, client)
+    champions = alias_versions(CHAMPION, FAMILIES, client)
+    missing = [f for f in families if challengers[f] is None]
+    if missing:
+        raise PromotionRefused(f"no @{CHALLENGER} for {', '.join(missing)}: train one with "
+                               f"`python jobs/train.py families=[{','.join(missing)}]`")
+    candidate = {f: (challengers[f] if f in families else champions[f] or challengers[f]) for f in FAMILIES}
+    unset = [f for f, v in candidate.items() if v is None]
+    if unset:
+        raise PromotionRefused(f"the end-to-end suite needs every family; {', '.join(unset)} has neither "
+                               f"@{CHAMPION} nor @{CHALLENGER}: `python jobs/train.py families=[{','.join(unset)}]`")
+    first = all(v is None for v in champions.values())
+    current = None if first else {f: champions[f] or candidate[f] for f in FAMILIES}
+    labels = labels or shipped_labels()
+    frames = build_frames(labels.labels)
+    rows = unseen_kernel_rows(families, policy)
+    with mlflow.start_run(experiment_id=ensure_experiment(experiment), run_name="promote") as run:
+        log_lineage(config_yaml, job="promote", families=",".join(families))
+        mlflow.log_params({"families": ",".join(families), "kernel_tolerance_pct": policy.kernel_tolerance_pct,
+                           "e2e_tolerance_pct": policy.e2e_tolerance_pct, "unseen_gpus": ",".join(policy.unseen_gpus),
+                           "labels": len(labels.labels), "labels_source": labels.source})
+        cand_score = score_suite(candidate, labels.labels, rows, frames)
+        cur_score = None if current is None else score_suite(current, labels.labels, rows, frames)
+        ok, reasons = decide(cur_score, cand_score, families, policy)
+        result = PromotionResult(ok, "; ".join(reasons), first, families, cur_score, cand_score, [],
+                                 run_id=run.info.run_id)
+        _log_scores(result)
+        if not ok:
+            log.warning("promotion refused: %s", result.reason)
+            raise PromotionRefused(f"not promoted: {result.reason}")
+        metrics = cand_score.metrics("challenger") | (cur_score.metrics("champion") if cur_score else {})
+        for fam in families:
+            if champions[fam] != candidate[fam]:
+                result.moves.append(move_alias(model_name(fam), CHAMPION, candidate[fam], client=client,
+                                               reason=f"promoted by jobs/promote.py (run {run.info.run_id}): "
+                                                      f"{result.reason}", metrics=_family_metrics(metrics, fam)))
+        if register:
+            result.forecaster_version = register_forecaster(
+                candidate, CHAMPION, reason=f"champion set after promotion run {run.info.run_id}",
+                metrics={k: v for k, v in metrics.items() if "e2e" in k})
+            mlflow.set_tag("tilecast.forecaster_version", result.forecaster_version)
+    return result
+
+
+def _family_metrics(metrics: Mapping[str, float], family: str) -> dict[str, float]:
+    return {k: v for k, v in metrics.items() if k.endswith(f".{family}") or "e2e" in k}
+
+
+def rollback(families: Iterable[str] = FAMILIES, register: bool = True,
+             experiment: str = "tilecast-promote") -> list[AliasMove]:
+    """Point each family's ``@champion`` back at the version it replaced (recorded as a move of its own)."""
+    families = tuple(dict.fromkeys(families))
+    client = MlflowClient()
+    plan = {}
+    for fam in families:
+        name = model_name(fam)
+        try:
+            history = alias_history(name, CHAMPION, client)
+        except MlflowException:
+            history = []
+        if not history:
+            raise PromotionRefused(f"{name} has no @{CHAMPION} history: nothing to roll back")
+        last = history[-1]
+        if last.from_version is None:
+            raise PromotionRefused(f"{name}@{CHAMPION} v{last.to_version} was the first champion: "
+                                   f"there is no previous one to restore")
+        plan[fam] = last
+    moves = [move_alias(model_name(fam), CHAMPION, last.from_version, client=client,
+                        reason=f"rollback of move #{last.seq} (v{last.from_version} -> v{last.to_version})",
+                        metrics=dict(last.metrics)) for fam, last in plan.items()]
+    if register:
+        champions = alias_versions(CHAMPION, FAMILIES, client)
+        if all(v is not None for v in champions.values()):
+            with mlflow.start_run(experiment_id=ensure_experiment(experiment), run_name="rollback"):
+                register_forecaster(champions, CHAMPION, reason="champion set after rollback")
+    return moves
