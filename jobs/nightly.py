@@ -1,0 +1,40 @@
+"""The nightly run: ``python jobs/nightly.py [date=YYYY-MM-DD] [dask.address=tcp://host:8786]`` (conf/nightly.yaml).
+
+Trains and promotes when the registry has no champion, scores the nightly matrix with the champions,
+writes the report with the comparison against the previous nightly run into ``reports/<date>/`` and
+logs everything to the MLflow experiment ``nightly``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from tilecast.cli import with_catalog_args
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="nightly")
+def main(cfg: DictConfig) -> None:
+    """Run the nightly pipeline; a bad config or registry state exits 2 naming the problem."""
+    from tilecast.reports.fleet import FleetError
+    from tilecast.scoring.errors import is_user_error
+    from tilecast.scoring.nightly import run_nightly, settings_from_config
+
+    try:
+        result = run_nightly(settings_from_config(OmegaConf.to_container(cfg, resolve=True)),
+                             OmegaConf.to_yaml(cfg, resolve=True))
+    except Exception as exc:
+        if not (is_user_error(exc) or isinstance(exc, FleetError)):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    s = result.run.stats
+    print(f"nightly {result.run.meta['date']}: {s.cells} cells ({s.failed_cells} failed) in "
+          f"{s.timings_s.get('total', float('nan')):.1f} s -> {result.run.path}\n"
+          f"report: {result.report_html}\nMLflow run {result.mlflow_run_id} (experiment nightly)")
+
+
+if __name__ == "__main__":
+    with_catalog_args(main)()

@@ -1,0 +1,128 @@
+"""Report plots as PNG: step time vs batch per GPU, and the cost vs latency Pareto front per model."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, never a display
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker as ticker  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from tilecast.io import write_atomic  # noqa: E402
+from tilecast.reports.tables import Slice, fitting, headline  # noqa: E402
+
+
+def _gpu_styles(gpus: list[str]) -> dict[str, dict]:
+    """A distinct colour / marker / line style per GPU (22 and more stay tellable apart)."""
+    colours = list(plt.cm.tab10.colors)
+    markers, lines = "os^Dv", ["-", "--", ":"]
+    return {g: {"color": colours[i % 10], "marker": markers[(i // 10) % 5], "linestyle": lines[(i // 10) % 3]}
+            for i, g in enumerate(gpus)}
+
+
+def _grid(n: int) -> tuple[plt.Figure, np.ndarray]:
+    cols = min(4, max(1, n))
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    for ax in axes.ravel()[n:]:
+        ax.set_visible(False)
+    return fig, axes.ravel()
+
+
+def _minor_label(v: float, _pos: int) -> str:
+    """Label the 2x and 5x minor ticks of a decade (enough to read a value off a short log axis)."""
+    lead = f"{v:.0e}"[0]
+    return f"{v:g}" if lead in "25" else ""
+
+
+def _log_axes(ax: plt.Axes, x_base: float = 10) -> None:
+    """Log-log axes with plain-number labels."""
+    ax.set_xscale("log", base=x_base)
+    ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(ticker.FuncFormatter(_minor_label))
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=90, bbox_inches="tight"))
+    plt.close(fig)
+    return path
+
+
+def latency_vs_batch(scores: pd.DataFrame, mode: str, sl: Slice, path: Path) -> Path | None:
+    """One panel per model: step time against batch size, a line per GPU (cells that fit), log-log."""
+    sub = fitting(headline(scores.loc[scores["mode"] == mode], sl))
+    if sub.empty:
+        return None
+    models = sorted(sub["model"].unique())
+    gpus = sorted(sub["gpu"].unique())
+    styles = _gpu_styles(gpus)
+    fig, axes = _grid(len(models))
+    for ax, model in zip(axes, models, strict=False):
+        m = sub.loc[sub["model"] == model]
+        for gpu, g in m.groupby("gpu"):
+            g = g.sort_values("batch")
+            ax.plot(g["batch"], g["e2e_ms"], ms=3, lw=1, label=gpu, **styles[gpu])
+        _log_axes(ax, 2)
+        ax.set_title(f"{model} (seq {int(m['seq_len'].iloc[0])})", fontsize=9)
+        ax.set_xlabel("batch", fontsize=8)
+        ax.set_ylabel("step ms", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, which="both", alpha=0.3)
+    rows = math.ceil(len(gpus) / 6)
+    top = 1 - (0.35 + 0.18 * rows) / fig.get_figheight()
+    fig.suptitle(f"{mode}: step time vs batch per GPU (cells that fit)", y=0.995)
+    handles = [plt.Line2D([], [], ms=3, lw=1, **styles[g]) for g in gpus]
+    fig.legend(handles, gpus, loc="upper center", ncol=min(6, len(gpus)), fontsize=7, frameon=False,
+               bbox_to_anchor=(0.5, 1 - 0.3 / fig.get_figheight()))
+    fig.tight_layout(rect=(0, 0, 1, top))
+    return _save(fig, path)
+
+
+def pareto_front(cost: np.ndarray, latency: np.ndarray, rtol: float = 0.0) -> np.ndarray:
+    """Indices of the points no other point beats on both cost and latency, by increasing latency.
+
+    ``rtol``: a slower point joins the front only if it is cheaper by more than this fraction.
+    """
+    order = np.lexsort((cost, latency))
+    best = np.inf
+    keep = []
+    for i in order:
+        if cost[i] < best * (1 - rtol):
+            keep.append(i)
+            best = cost[i]
+    return np.array(keep, dtype=int)
+
+
+def cost_latency_pareto(scores: pd.DataFrame, mode: str, sl: Slice, path: Path) -> Path | None:
+    """One panel per model: cost per 1M tokens against step time for every fitting (GPU, batch), front drawn."""
+    sub = fitting(headline(scores.loc[scores["mode"] == mode], sl))
+    if sub.empty:
+        return None
+    models = sorted(sub["model"].unique())
+    fig, axes = _grid(len(models))
+    for ax, model in zip(axes, models, strict=False):
+        m = sub.loc[sub["model"] == model].reset_index(drop=True)
+        cost = m["cost_per_1m_tokens_usd"].to_numpy(dtype=float)
+        lat = m["e2e_ms"].to_numpy(dtype=float)
+        ax.scatter(lat, cost, s=8, alpha=0.35, color="tab:gray")
+        front = pareto_front(cost, lat, rtol=0.01)
+        ax.plot(lat[front], cost[front], color="tab:red", marker="o", ms=3, lw=1)
+        for i in front[:5]:
+            ax.annotate(f"{m.at[i, 'gpu']} b{int(m.at[i, 'batch'])}", (lat[i], cost[i]), fontsize=6,
+                        xytext=(3, 3), textcoords="offset points")
+        _log_axes(ax)
+        ax.set_title(f"{model} (seq {int(m['seq_len'].iloc[0])})", fontsize=9)
+        ax.set_xlabel("step ms", fontsize=8)
+        ax.set_ylabel("$ per 1M tokens", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, which="both", alpha=0.3)
+    fig.suptitle(f"{mode}: cost vs latency, Pareto front in red (GPU, batch)")
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))
+    return _save(fig, path)

@@ -1,0 +1,93 @@
+"""The report job: read a run, compare it with the previous run of the same matrix, write its report.
+
+The report files are added to the run directory through the store (a hard-linked copy staged and
+swapped in), so readers never see half a report and a rerun replaces the previous report.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from tilecast.reports.build import ReportSettings, build_report, fit_blocks
+from tilecast.reports.diff import RunDiff, compare_runs
+from tilecast.reports.fleet import Fleet
+from tilecast.scoring.run import PRICING_CSV, RUN_JSON, read_run
+from tilecast.scoring.store import RunStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    path: Path  # the run directory
+    markdown: Path
+    html: Path
+    diff: RunDiff | None
+    fit: dict | None
+
+
+def previous_run(store: RunStore, date: str, matrix: str | None) -> str | None:
+    """The latest earlier run of the same matrix (any matrix when ``matrix`` is None)."""
+    for d in reversed([d for d in store.dates() if d < date]):
+        meta_path = store.root / d / RUN_JSON
+        if not meta_path.exists():
+            continue
+        if matrix is None or json.loads(meta_path.read_text()).get("matrix") == matrix:
+            return d
+    return None
+
+
+def write_report_into(directory: Path, store: RunStore, date: str, settings: ReportSettings,
+                      fleet: Fleet | None = None, compare: bool = True, fit_check: bool = True
+                      ) -> tuple[Path, Path, RunDiff | None, dict | None]:
+    """Write the report of the run whose files are in ``directory`` (a staging folder for ``date``)."""
+    from tilecast.scoring.fitcheck import fit_agreement
+    from tilecast.scoring.metrics import FitPolicy
+
+    scores, meta = read_run(directory)
+    diff = None
+    if compare:
+        prev = previous_run(store, date, meta.get("matrix"))
+        prev_scores = read_run(store.root / prev)[0] if prev else None
+        diff = compare_runs(scores, prev_scores, date, prev, settings.diff_threshold)
+    blocks, fit_summary = None, None
+    if fit_check:
+        try:
+            agreement = fit_agreement(FitPolicy(**meta.get("fit", {})))
+            blocks, fit_summary = fit_blocks(agreement, directory, settings.max_rows), agreement.summary()
+        except (FileNotFoundError, ImportError) as exc:  # no shipped labels / no memory model here
+            log.warning("memory check skipped: %s", exc)
+    pricing = pd.read_csv(directory / PRICING_CSV) if (directory / PRICING_CSV).exists() else None
+    md, html = build_report(directory, scores, meta, settings, fleet, diff, blocks, pricing)
+    return md, html, diff, fit_summary
+
+
+def run_report(output_dir: Path, run: str | None, settings: ReportSettings, fleet: Fleet | None = None,
+               compare: bool = True) -> ReportResult:
+    """Report on ``run`` (``latest`` or a date) under ``output_dir``, replacing any earlier report of it."""
+    store = RunStore(output_dir)
+    date = store.resolve(run).name
+    with store.stage(date, from_existing=True) as staging:
+        md, html, diff, fit = write_report_into(staging, store, date, settings, fleet, compare)
+    final = store.path(date)
+    return ReportResult(final, final / md.name, final / html.name, diff, fit)
+
+
+def settings_from_config(cfg: dict) -> tuple[ReportSettings, Fleet | None]:
+    """Report settings and fleet from a composed report config (a plain dict)."""
+    from tilecast.reports.fleet import load_fleet
+    from tilecast.reports.tables import Slice
+    from tilecast.scoring.matrix import canonical_parallel
+
+    head = cfg.get("headline") or {}
+    sl = Slice(int(head.get("seq_len", 1024)), canonical_parallel(head.get("parallel")), bool(head.get("fused", False)))
+    targets = {str(k): float(v) for k, v in (cfg.get("latency_targets_ms") or {}).items()}
+    settings = ReportSettings(targets or ReportSettings().targets_ms, sl, int(cfg.get("max_rows", 60)),
+                              float(cfg.get("diff_threshold", 0.05)))
+    fleet = load_fleet(cfg["fleet"]) if cfg.get("fleet") else None
+    return settings, fleet

@@ -1,0 +1,72 @@
+"""The Dask client a score run uses: a LocalCluster by default, a running scheduler when an address is given.
+
+``conf/dask/default.yaml``: ``address: null`` starts a LocalCluster of ``n_workers`` processes with
+``threads_per_worker`` threads and a ``memory_limit`` each (limits only apply to processes);
+``address: tcp://host:8786`` connects to a running ``dask scheduler`` + ``dask worker`` cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from distributed import Client, LocalCluster
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DaskConfig:
+    """How to get workers, and how to split and retry the work."""
+
+    address: str | None = None
+    n_workers: int = 2
+    threads_per_worker: int = 1
+    processes: bool = True
+    memory_limit: str | None = "2GiB"
+    dashboard_address: str | None = None  # None: the scheduler's HTTP endpoint on a free port
+    chunk_rows: int = 50_000  # distinct op rows per prediction task
+    retries: int = 3  # a task whose worker dies is rerun elsewhere
+    connect_timeout_s: float = 30.0
+
+    @classmethod
+    def from_mapping(cls, cfg: Mapping[str, Any] | None) -> DaskConfig:
+        """From a composed ``dask`` node (as a dict); unknown keys are an error naming them."""
+        cfg = dict(cfg or {})
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(cfg) - known)
+        if unknown:
+            raise ValueError(f"dask config: unknown key {unknown[0]!r}; known: {', '.join(sorted(known))}")
+        out = cls(**cfg)
+        if out.address is None and (out.n_workers < 1 or out.threads_per_worker < 1):
+            raise ValueError("dask config: n_workers and threads_per_worker must be >= 1")
+        if out.chunk_rows < 1 or out.retries < 0:
+            raise ValueError("dask config: chunk_rows must be >= 1 and retries >= 0")
+        return out
+
+
+@contextlib.contextmanager
+def dask_client(cfg: DaskConfig) -> Iterator[Client]:
+    """A connected client; a LocalCluster it started is closed on exit, a remote scheduler is left running."""
+    if cfg.address:
+        log.info("connecting to dask scheduler %s", cfg.address)
+        client = Client(cfg.address, timeout=f"{cfg.connect_timeout_s}s")
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    cluster = LocalCluster(n_workers=cfg.n_workers, threads_per_worker=cfg.threads_per_worker,
+                           processes=cfg.processes, memory_limit=cfg.memory_limit if cfg.processes else None,
+                           dashboard_address=cfg.dashboard_address or ":0", silence_logs=logging.ERROR)
+    try:
+        client = Client(cluster)
+        try:
+            yield client
+        finally:
+            client.close()
+    finally:
+        cluster.close()

@@ -1,0 +1,258 @@
+"""Score a grid of cells on Dask: build each distinct graph once, forecast each distinct op once per GPU,
+aggregate back to cells, derive throughput, fit and cost.
+
+1. graphs: the distinct (model, batch, seq_len, mode, parallel, fused) of the cells, built in chunks
+   on the workers (``client.map``) with their memory needs;
+2. ops: all graphs' op rows deduplicated on the client;
+3. latency: the distinct ops partitioned by (family, all-reduce group, chunk of ``chunk_rows``); each
+   task forecasts its rows on every GPU of the grid with the pinned predictors, loaded once on the
+   client (in a thread, while the workers build graphs) and scattered once to every worker
+   (:mod:`tilecast.scoring.predictors`);
+4. cells: per-GPU ``bincount`` sums and the schedule (:mod:`tilecast.scoring.aggregate`), then
+   :func:`tilecast.scoring.metrics.derive`.
+
+Every task is submitted with ``retries`` so a worker that dies mid-run costs a rerun, not the run.
+A cell whose graph, memory model or ops fail carries the error text; every other cell is scored.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from distributed import Client, as_completed
+
+from tilecast.forecast.ops import op_family
+from tilecast.scoring.aggregate import summarise_cells
+from tilecast.scoring.cluster import DaskConfig
+from tilecast.scoring.graph_cache import GraphCache
+from tilecast.scoring.graphs import build_graphs, dedupe_ops
+from tilecast.scoring.matrix import CELL_KEYS, GRAPH_KEYS
+from tilecast.scoring.metrics import FitPolicy, derive
+from tilecast.scoring.predictors import PredictorSource, client_predictor, latency_chunk, warm_up
+from tilecast.scoring.pricing import Pricing
+from tilecast.scoring.schema import LATENCY
+from tilecast.specs import get_model
+
+log = logging.getLogger(__name__)
+
+GRAPHS_PER_TASK = 6
+
+
+@dataclass
+class ScoreStats:
+    """What a run did and where the time went (seconds)."""
+
+    cells: int = 0
+    graphs: int = 0
+    cached_graphs: int = 0
+    op_rows: int = 0
+    distinct_ops: int = 0
+    gpus: int = 0
+    failed_cells: int = 0
+    unknown_memory_cells: int = 0
+    tasks: int = 0
+    notes: list[str] = field(default_factory=list)
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {**{k: v for k, v in vars(self).items() if k != "timings_s"},
+                **{f"{k}_s": round(v, 3) for k, v in self.timings_s.items()}}
+
+
+class _Progress:
+    """A tqdm bar over tasks when enabled, nothing otherwise."""
+
+    def __init__(self, enabled: bool, total: int, desc: str) -> None:
+        self.bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit="task", leave=False)
+
+    def update(self, n: int = 1) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _gather(client: Client, futures: list, progress: bool, desc: str) -> list:
+    """Results in submission order, ticking a progress bar as tasks finish."""
+    bar = _Progress(progress, len(futures), desc)
+    try:
+        for _ in as_completed(futures):
+            bar.update()
+        return client.gather(futures)
+    finally:
+        bar.close()
+
+
+def _layers(model: str) -> int:
+    spec = get_model(model)
+    return spec.num_layers + spec.num_decoder_layers
+
+
+def _chunks(n: int, size: int) -> Iterable[slice]:
+    for start in range(0, n, size):
+        yield slice(start, min(n, start + size))
+
+
+def _build(client: Client, graphs: pd.DataFrame, dask: DaskConfig, progress: bool, optimizer: str | None
+           ) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """Build graphs on the workers, dealt round-robin by expected cost so the tasks take similar time."""
+    cost = graphs["model"].map(_layers) * np.where(graphs["mode"] == "training", 3, 1)
+    order = graphs.iloc[np.argsort(-cost.to_numpy(), kind="stable")]
+    n_parts = max(1, -(-len(order) // GRAPHS_PER_TASK))
+    parts = [order.iloc[i::n_parts] for i in range(n_parts)]
+    futures = client.map(build_graphs, parts, optimizer=optimizer, retries=dask.retries, pure=False)
+    built = _gather(client, futures, progress, "graphs")
+    return (pd.concat([b[0] for b in built], ignore_index=True), pd.concat([b[1] for b in built], ignore_index=True),
+            len(parts))
+
+
+def _graphs(client: Client, graphs: pd.DataFrame, cache: GraphCache | None, dask: DaskConfig, progress: bool,
+            stats: ScoreStats, optimizer: str | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Op rows and info of every graph (``graph_id`` as in ``graphs``), built once and cached between runs."""
+    keys = list(GRAPH_KEYS)
+    cached = cache.load() if cache is not None else None
+    rows_parts, info_parts = [], []
+    todo = graphs
+    if cached is not None:
+        c_rows, c_info = cached
+        hit = graphs.merge(c_info, on=keys, how="inner")
+        if len(hit):
+            info_parts.append(hit.drop(columns=keys))
+            rows_parts.append(c_rows.merge(hit[[*keys, "graph_id"]], on=keys, how="inner").drop(columns=keys))
+        todo = graphs.loc[~graphs["graph_id"].isin(hit["graph_id"])]
+        stats.cached_graphs = len(hit)
+    if len(todo):
+        b_rows, b_info, stats.tasks = _build(client, todo, dask, progress, optimizer)
+        rows_parts.append(b_rows)
+        info_parts.append(b_info)
+    rows = pd.concat(rows_parts, ignore_index=True)
+    info = pd.concat(info_parts, ignore_index=True).sort_values("graph_id").reset_index(drop=True)
+    if cache is not None and len(todo):
+        with_keys = graphs.set_index("graph_id")[keys]
+        cache.save(rows.join(with_keys, on="graph_id").drop(columns="graph_id"),
+                   info.join(with_keys, on="graph_id").drop(columns="graph_id"))
+    return rows, info
+
+
+def _latencies(client: Client, distinct: pd.DataFrame, gpu_keys: list[str], source: PredictorSource,
+               loading: Future | None, dask: DaskConfig, progress: bool, stats: ScoreStats
+               ) -> tuple[np.ndarray, dict[str, list[str]]]:
+    """Per-instance ms, shape (distinct ops, GPUs), from tasks per (family, all-reduce group, chunk of rows);
+    and the error texts of the GPUs whose forecast failed for some rows. ``loading``: the predictors
+    being loaded on the client (in a thread, while the workers build graphs)."""
+    fam = pd.Series(op_family(distinct), index=distinct.index).fillna("-")
+    chunks = [np.asarray(idx)[sl] for idx in distinct.groupby([fam, distinct["degree"]], sort=True).groups.values()
+              for sl in _chunks(len(idx), dask.chunk_rows)]
+    loaded = loading.result() if loading is not None and chunks else None
+    # one copy on every worker, deserialised once there; replicas survive a worker that dies
+    shipped = client.scatter(loaded, broadcast=True, hash=False) if loaded is not None else None
+    futures = [client.submit(latency_chunk, source, distinct.loc[ix], gpu_keys, int(distinct.at[ix[0], "degree"]),
+                             shipped, retries=dask.retries, pure=False) for ix in chunks]
+    stats.tasks += len(futures)
+    op_ms = np.full((len(distinct), len(gpu_keys)), np.nan)
+    errors: dict[str, list[str]] = {}
+    for ix, (ms, errs) in zip(chunks, _gather(client, futures, progress, "ops"), strict=True):
+        op_ms[ix] = ms
+        for gpu, msg in errs.items():
+            if msg not in errors.setdefault(gpu, []):
+                errors[gpu].append(msg)
+    return op_ms, errors
+
+
+def _with_errors(out: pd.DataFrame, errors: dict[str, list[str]]) -> pd.DataFrame:
+    """``error`` per cell: its graph's, else its GPU's forecast failure for ops it needs, else a bad step time;
+    a failed cell's latencies are emptied."""
+    error = out["graph_error"].astype(object).where(out["graph_error"].notna(), None)
+    nan_ops = out["nan_ops"].fillna(0).to_numpy() > 0
+    pred_err = out["gpu"].map({g: "forecast failed: " + "; ".join(m) for g, m in errors.items()}).astype(object)
+    error = np.where(pd.isna(error) & nan_ops, pred_err.where(pred_err.notna(), "forecast failed for some ops"),
+                     error)
+    e2e = out["e2e_ms"].to_numpy(dtype=float)
+    error = np.where(pd.isna(error) & ~(np.isfinite(e2e) & (e2e > 0)),
+                     "forecast is not a positive finite step time", error)
+    out["error"] = pd.Series(error, dtype=object, index=out.index).where(pd.notna(error), None)
+    out.loc[out["error"].notna(), list(LATENCY)] = np.nan
+    return out
+
+
+def score_cells(cells: pd.DataFrame, client: Client, source: PredictorSource, pricing: Pricing,
+                fit: FitPolicy | None = None, dask: DaskConfig | None = None, progress: bool = False,
+                cache: GraphCache | None = None) -> tuple[pd.DataFrame, ScoreStats]:
+    """Score ``cells`` (columns :data:`CELL_KEYS` and ``n_gpus``): one row per cell, in the input order."""
+    fit, dask = fit or FitPolicy(), dask or DaskConfig()
+    stats = ScoreStats(cells=len(cells))
+    t0 = time.perf_counter()
+    gpu_keys = list(pd.unique(cells["gpu"]))
+    pricing.require(gpu_keys)
+    stats.gpus = len(gpu_keys)
+    cells = cells.reset_index(drop=True)
+    graphs = cells[list(GRAPH_KEYS)].drop_duplicates().reset_index(drop=True)
+    graphs.insert(0, "graph_id", np.arange(len(graphs), dtype=np.int64))
+    cells = cells.merge(graphs, on=list(GRAPH_KEYS), how="left", validate="many_to_one")
+    stats.graphs = len(graphs)
+
+    # the registered models load on the client while the workers build graphs (and import what they need)
+    loader = ThreadPoolExecutor(1, thread_name_prefix="load-predictors") if source.kind == "registry" else None
+    loading = loader.submit(client_predictor, source, gpu_keys) if loader is not None else None
+    warm = [client.submit(warm_up, source, workers=[w], allow_other_workers=False, pure=False)
+            for w in client.scheduler_info()["workers"]] if loader is not None else []
+
+    # 1. graphs: from the cache, the others built on the workers
+    try:
+        rows, info = _graphs(client, graphs, cache, dask, progress, stats, fit.optimizer)
+    except BaseException:
+        if loader is not None:
+            loader.shutdown(wait=False, cancel_futures=True)
+        raise
+    t1 = time.perf_counter()
+    stats.timings_s["graphs"] = t1 - t0
+
+    # 2. distinct ops across every graph and cell
+    ok_info = info.loc[info["graph_id"].isin(rows["graph_id"].unique())].reset_index(drop=True)
+    dd = dedupe_ops(rows, ok_info.set_index("graph_id")["degree"])
+    stats.op_rows, stats.distinct_ops = len(dd.rows), len(dd.distinct)
+
+    # 3. per-instance ms of each distinct op on each GPU
+    try:
+        op_ms, errors = _latencies(client, dd.distinct, gpu_keys, source, loading, dask, progress, stats)
+    finally:
+        if loader is not None:
+            loader.shutdown(wait=True)
+        client.cancel(warm)
+    t2 = time.perf_counter()
+    stats.timings_s["predict"] = t2 - t1
+
+    # 4. back to cells
+    summary = summarise_cells(dd.rows, op_ms, ok_info, gpu_keys) if len(ok_info) else pd.DataFrame(
+        columns=["graph_id", "gpu", *LATENCY, "nan_ops"])
+    out = _with_errors(cells.merge(info[["graph_id", "mem_required_bytes", "graph_error", "mem_error"]],
+                                   on="graph_id", how="left").merge(summary, on=["graph_id", "gpu"], how="left"),
+                       errors)
+    failed = out["error"].notna().to_numpy()
+    out = derive(out, pricing, fit)
+    out["predictor"] = source.label
+    out["versions"] = source.versions_json()
+    stats.failed_cells = int(failed.sum())
+    mem_err = out["mem_error"].dropna()
+    stats.unknown_memory_cells = int(len(mem_err))
+    for msg, n in mem_err.value_counts().items():
+        note = f"memory unknown (fits left empty) for {n} cells: {msg}"
+        stats.notes.append(note)
+        log.warning(note)
+    stats.timings_s["aggregate"] = time.perf_counter() - t2
+    return out.drop(columns=["graph_id", "graph_error", "mem_error", "nan_ops"]), stats
+
+
+__all__ = ["CELL_KEYS", "ScoreStats", "score_cells"]

@@ -1,0 +1,130 @@
+"""Built graphs kept between runs: the nightly grid is the same graphs night after night.
+
+A graph is a pure function of its keys (model, batch, seq_len, mode, parallel, fused) and of the
+code and model configs that build it. The cache file is named by a fingerprint of exactly those
+inputs (the source of ``tilecast.graph`` and ``tilecast.specs`` and every tilecast module they import,
+``forecast/workload.py``, the scorer's graph and memory modules, and ``conf/model/*.yaml``), so any
+change there starts a fresh cache and a stale graph is never used. A graph that failed is kept too
+(the same code fails the same way), unless the failure depends on the environment (a missing
+module, memory, I/O): that one is retried next run. Files are replaced atomically. The memory
+estimate also depends on the optimizer the fit assumes: it is part of the cache's name (``variant``).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import logging
+import time
+from pathlib import Path
+
+import pandas as pd
+
+import tilecast
+from tilecast.io import write_atomic
+from tilecast.paths import CONF_DIR
+from tilecast.scoring.matrix import GRAPH_KEYS
+
+log = logging.getLogger(__name__)
+
+#: where graph building starts: the graph and spec packages (followed through their tilecast imports), and
+#: the few modules around them that shape a graph's op rows or memory (taken as they are)
+_SEED_PACKAGES = ("graph", "specs")
+_FILES = ("forecast/workload.py", "scoring/graphs.py", "scoring/memory.py", "scoring/graph_cache.py")
+
+
+def _module_file(base: Path, module: str) -> Path | None:
+    rel = Path(*module.split(".")[1:])
+    for cand in (base / rel.with_suffix(".py"), base / rel / "__init__.py"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _closure(base: Path, seeds: list[Path]) -> set[Path]:
+    """``seeds`` and every tilecast module they import, transitively (static ``import`` statements)."""
+    seen: set[Path] = set()
+    todo = list(seeds)
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+            for name in names:
+                if name.startswith("tilecast.") and (f := _module_file(base, name)) is not None:
+                    todo.append(f)
+    return seen
+
+
+def code_fingerprint(conf_dir: Path = CONF_DIR) -> str:
+    """sha256 (16 hex) over the source files graph building depends on, and the model catalog.
+
+    Only what can change a graph counts: editing a predictor or a report keeps the cache.
+    """
+    base = Path(tilecast.__file__).parent
+    seeds = sorted(p for pkg in _SEED_PACKAGES for p in (base / pkg).rglob("*.py"))
+    files = sorted(_closure(base, seeds) | {base / f for f in _FILES})
+    files += sorted((Path(conf_dir) / "model").glob("*.yaml"))
+    h = hashlib.sha256()
+    for p in files:
+        h.update(str(p.relative_to(p.parents[1])).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+_KEEP_OTHERS_S = 7 * 24 * 3600  # caches of other code / settings are kept a week (another branch may use them)
+
+
+def _age_s(path: Path) -> float:
+    return time.time() - path.stat().st_mtime
+
+
+#: errors that may not happen again in another environment or run: never cached
+TRANSIENT = ("ImportError", "ModuleNotFoundError", "MemoryError", "OSError", "PermissionError", "TimeoutError")
+
+
+def _transient(errors: pd.Series) -> pd.Series:
+    text = errors.fillna("").astype(str)
+    return text.str.split(":").str[0].isin(TRANSIENT)
+
+
+class GraphCache:
+    """``<directory>/graphs-<fingerprint>.parquet`` (op rows) and ``...-info.parquet`` (one row per graph)."""
+
+    def __init__(self, directory: str | Path, fingerprint: str | None = None, variant: str = "") -> None:
+        """``variant``: settings the cached values depend on besides the code (the optimizer of the memory)."""
+        self.directory = Path(directory)
+        base = fingerprint or code_fingerprint()
+        self.fingerprint = hashlib.sha256(f"{base}|{variant}".encode()).hexdigest()[:16] if variant else base
+
+    @property
+    def rows_path(self) -> Path:
+        return self.directory / f"graphs-{self.fingerprint}.parquet"
+
+    @property
+    def info_path(self) -> Path:
+        return self.directory / f"graphs-{self.fingerprint}-info.parquet"
+
+    def load(self) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+        """(op rows, info), both keyed by the graph key columns instead of ``graph_id``; None when empty."""
+        if not (self.rows_path.exists() and self.info_path.exists()):
+            return None
+        try:
+            return pd.read_parquet(self.rows_path), pd.read_parquet(self.info_path)
+        except Exception as exc:  # noqa: BLE001 - a damaged cache is rebuilt, never trusted
+            log.warning("graph cache %s unreadable (%s): rebuilding", self.rows_path, exc)
+            return None
+
+    def save(self, rows: pd.DataFrame, info: pd.DataFrame) -> None:
+        """Replace the cache with these graphs (not those that failed for a transient reason); caches of
+        other code or settings untouched for a week are removed."""
+        keep = info.loc[~_transient(info["graph_error"]) & ~_transient(info["mem_error"])]
+        rows = rows.loc[rows.set_index(list(GRAPH_KEYS)).index.isin(keep.set_index(list(GRAPH_KEYS)).index)]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.rows_path, lambda t: rows.to_parquet(t, index=False))
+        write_atomic(self.info_path, lambda t: keep.to_parquet(t, index=False))
+        for old in self.directory.glob("graphs-*.parquet"):
+            if self.fingerprint not in old.name and _age_s(old) > _KEEP_OTHERS_S:
+                old.unlink(missing_ok=True)

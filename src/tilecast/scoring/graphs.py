@@ -1,0 +1,90 @@
+"""Build the distinct graphs of a grid and deduplicate their ops across every cell.
+
+A graph depends on the workload (model, batch, seq_len, mode, parallel, fused), never on the GPU,
+so each one is built once per run (:func:`build_graphs`, run on Dask workers in chunks). The op
+rows of all graphs are then reduced to the distinct ops (:func:`dedupe_ops`): the same shape in
+another layer, phase, graph or cell is forecast once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tilecast.forecast import workload_frame
+from tilecast.forecast.ops import COMM_KINDS
+from tilecast.scoring.matrix import NO_PARALLEL
+from tilecast.scoring.memory import memory_required_bytes
+
+#: op-frame columns the scorer keeps (``name`` and totals are dropped: not needed, and large)
+FRAME_COLUMNS = ("phase", "kind", "op", "b", "m", "n", "k", "h", "count", "flops", "bytes", "mem_per_o",
+                 "ops_per_o", "section")
+#: what an op's per-instance latency depends on (plus the all-reduce group size for communication)
+OP_KEY = ("kind", "op", "b", "m", "n", "k", "h", "flops", "bytes", "mem_per_o", "ops_per_o", "degree")
+INFO_COLUMNS = ("graph_id", "num_layers", "parallel_kind", "degree", "microbatches", "mem_required_bytes",
+                "graph_error", "mem_error")
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def build_graphs(graphs: pd.DataFrame, optimizer: str | None = "adamw") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Op rows (``graph_id`` + :data:`FRAME_COLUMNS`) and one info row per graph (:data:`INFO_COLUMNS`).
+
+    ``graphs`` holds ``graph_id`` and the graph keys; ``optimizer`` is the state training cells hold.
+    A graph that cannot be built gets its error text in ``graph_error`` (its cells will carry it); the
+    others are unaffected. A memory model failure leaves the graph's memory unknown (``mem_error``),
+    its latency still stands. Runs on a Dask worker.
+    """
+    frames, info = [], []
+    for g in graphs.itertuples(index=False):
+        parallel = None if g.parallel == NO_PARALLEL else g.parallel
+        row = {"graph_id": g.graph_id, "num_layers": 1, "parallel_kind": None, "degree": 1, "microbatches": 1,
+               "mem_required_bytes": np.nan, "graph_error": None, "mem_error": None}
+        try:
+            frame = workload_frame(g.model, int(g.batch), int(g.seq_len), g.mode, parallel, bool(g.fused))
+        except Exception as exc:  # noqa: BLE001 - any failure is this cell's error, never the run's
+            row["graph_error"] = _error(exc)
+            info.append(row)
+            continue
+        attrs = frame.attrs
+        tag = attrs.get("parallel")
+        row.update(num_layers=int(attrs.get("num_layers", 1) or 1), degree=int(attrs.get("degree", 1) or 1),
+                   microbatches=int(attrs.get("microbatches", 1) or 1),
+                   parallel_kind=None if not tag else str(tag)[:2])
+        try:
+            row["mem_required_bytes"] = memory_required_bytes(g.model, int(g.batch), int(g.seq_len), g.mode,
+                                                              parallel, optimizer)
+        except Exception as exc:  # noqa: BLE001 - the latency stands; ``fits`` stays unknown
+            row["mem_error"] = _error(exc)
+        sub = frame[list(FRAME_COLUMNS)].copy()
+        sub.insert(0, "graph_id", g.graph_id)
+        frames.append(sub)
+        info.append(row)
+    ops = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["graph_id", *FRAME_COLUMNS])
+    return ops, pd.DataFrame(info, columns=list(INFO_COLUMNS))
+
+
+@dataclass(frozen=True)
+class DistinctOps:
+    """``rows``: every op row of every graph with ``op_id`` (its distinct op); ``distinct``: one row per op."""
+
+    rows: pd.DataFrame
+    distinct: pd.DataFrame
+
+
+def dedupe_ops(rows: pd.DataFrame, degree_of_graph: pd.Series) -> DistinctOps:
+    """Number the distinct ops (:data:`OP_KEY`); the group size only matters for communication ops."""
+    rows = rows.reset_index(drop=True)
+    is_comm = rows["kind"].isin(COMM_KINDS).to_numpy()
+    degree = rows["graph_id"].map(degree_of_graph).to_numpy(dtype=np.int64)
+    rows["degree"] = np.where(is_comm, degree, 1)
+    codes = rows.groupby(list(OP_KEY), sort=False, dropna=False).ngroup().to_numpy()
+    rows["op_id"] = codes
+    first = np.unique(codes, return_index=True)[1]
+    distinct = rows.iloc[first][list(OP_KEY)].reset_index(drop=True)
+    distinct.index.name = "op_id"
+    return DistinctOps(rows, distinct)

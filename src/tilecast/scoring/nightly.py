@@ -1,0 +1,128 @@
+"""The nightly job: make sure a champion exists, score the nightly matrix with it, report, compare, log.
+
+1. Every family needs ``tilecast-<family>@champion``; when some lack one, train those families
+   (``@challenger``) and promote them (:func:`tilecast.registry.promotion.promote`).
+2. Score the matrix with the champions (pinned versions), write the report and the comparison with
+   the previous run of the same matrix, all into one staging folder that replaces
+   ``<output_dir>/<date>/`` atomically: a rerun on the same date never duplicates rows or leaves
+   half a table.
+3. Log the run to the MLflow experiment ``nightly``: parameters, timings and counts as metrics, the
+   tables and the report as artifacts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mlflow
+
+from tilecast.reports.build import ReportSettings
+from tilecast.reports.diff import RunDiff
+from tilecast.reports.fleet import Fleet
+from tilecast.reports.run import write_report_into
+from tilecast.scoring.run import ScoreRun, ScoreSettings, prepare, quiet_under_ci, score_into
+from tilecast.scoring.store import RunStore
+from tilecast.tiles.ops import FAMILIES
+
+log = logging.getLogger("tilecast.nightly")
+
+
+@dataclass(frozen=True)
+class NightlySettings:
+    """Score settings (nightly matrix, registry champion), report settings, and how to bootstrap a champion."""
+
+    score: ScoreSettings
+    report: ReportSettings = field(default_factory=ReportSettings)
+    fleet: Fleet | None = None
+    experiment: str = "nightly"
+    train: Mapping[str, Any] = field(default_factory=dict)  # TrainSpec fields (predictor, params, max_rows...)
+    promote_policy: Mapping[str, Any] = field(default_factory=dict)  # PromotionPolicy fields
+
+
+@dataclass(frozen=True)
+class NightlyResult:
+    run: ScoreRun
+    report_md: Path
+    report_html: Path
+    diff: RunDiff | None
+    fit: dict | None
+    bootstrapped: tuple[str, ...]  # families trained and promoted because they had no champion
+    mlflow_run_id: str
+
+
+def missing_champions(families: tuple[str, ...] = FAMILIES) -> list[str]:
+    """Families without ``@champion`` (no fallback to ``@challenger`` here)."""
+    from tilecast.registry.promotion import CHAMPION, alias_versions
+
+    return [f for f, v in alias_versions(CHAMPION, families).items() if v is None]
+
+
+def ensure_champion(settings: NightlySettings, config_yaml: str | None = None) -> tuple[str, ...]:
+    """Train and promote the families that have no champion; return them (empty when all have one)."""
+    missing = missing_champions()
+    if not missing:
+        return ()
+    from tilecast.registry.promotion import PromotionPolicy, promote
+    from tilecast.registry.training import TrainSpec, train
+
+    log.warning("no @champion for %s: training and promoting them first", ", ".join(missing))
+    spec = TrainSpec(**{"predictor": "xgboost", **dict(settings.train), "families": tuple(missing)})
+    train(spec, config_yaml)
+    promote(missing, PromotionPolicy(**dict(settings.promote_policy)), config_yaml=config_yaml)
+    return tuple(missing)
+
+
+def _metrics(run: ScoreRun, diff: RunDiff | None, fit: dict | None) -> dict[str, float]:
+    stats = run.stats.as_dict()
+    out = {k: float(v) for k, v in stats.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    if diff is not None:
+        out.update({f"diff_{k}": float(v) for k, v in diff.summary().items() if isinstance(v, (int, float))})
+    if fit is not None:
+        out.update({f"fit_{k}": float(v) for k, v in fit.items()})
+    return out
+
+
+def run_nightly(settings: NightlySettings, config_yaml: str | None = None) -> NightlyResult:
+    """Bootstrap a champion if needed, score, report, compare, publish the date, log to MLflow."""
+    from tilecast.registry.lineage import log_lineage
+    from tilecast.registry.tracking import configure, ensure_experiment
+
+    t0 = time.perf_counter()
+    quiet_under_ci()
+    configure(settings.score.tracking_uri)
+    boot = ensure_champion(settings, config_yaml) if settings.score.predictor == "registry" else ()
+    prep = prepare(settings.score)
+    store = RunStore(settings.score.output_dir)
+    with mlflow.start_run(experiment_id=ensure_experiment(settings.experiment), run_name=f"nightly-{prep.date}") as mr:
+        log_lineage(config_yaml, job="nightly", date=prep.date, matrix=prep.matrix.name)
+        mlflow.log_params({"matrix": prep.matrix.name, "date": prep.date, "cells": len(prep.cells),
+                           "predictor": prep.source.label, "pricing": prep.pricing.name,
+                           "bootstrapped": ",".join(boot) or "none",
+                           **{f"version.{f}": v for f, v in prep.source.versions.items()}})
+        with store.stage(prep.date) as staging:
+            run = score_into(prep, settings.score, staging)
+            md, html, diff, fit = write_report_into(staging, store, prep.date, settings.report, settings.fleet)
+        final = store.path(prep.date)
+        mlflow.log_metrics({**_metrics(run, diff, fit), "nightly_total_s": time.perf_counter() - t0})
+        mlflow.log_artifacts(str(final), artifact_path="run")
+        run_id = mr.info.run_id
+    log.info("nightly %s: %d cells, %d failed -> %s (MLflow run %s)", prep.date, run.stats.cells,
+             run.stats.failed_cells, final, run_id)
+    return NightlyResult(ScoreRun(final, run.table, run.stats, run.meta), final / md.name, final / html.name,
+                         diff, fit, boot, run_id)
+
+
+def settings_from_config(cfg: Mapping[str, Any]) -> NightlySettings:
+    """:class:`NightlySettings` from a composed nightly config (a plain dict)."""
+    from tilecast.reports.run import settings_from_config as report_settings
+    from tilecast.scoring.run import settings_from_config as score_settings
+
+    report, fleet = report_settings({**(cfg.get("report") or {}), "fleet": cfg.get("fleet")})
+    return NightlySettings(score=score_settings(cfg), report=report, fleet=fleet,
+                           experiment=str(cfg.get("experiment") or "nightly"), train=dict(cfg.get("train") or {}),
+                           promote_policy=dict(cfg.get("promote") or {}))

@@ -1,0 +1,218 @@
+"""Which kernel predictors a score run uses: resolved and loaded once on the client, shipped to each worker once.
+
+The client resolves ``tilecast-<family>@<alias>`` to exact versions (:func:`resolve_source`), so every
+worker forecasts with the same versions even if the alias moves during the run. It then loads them
+(and the per-GPU calibrations of the grid's GPUs) once (:func:`client_predictor`); the engine
+scatters that object to every worker, which deserialises it once and keeps it for all its tasks.
+Workers need no access to the MLflow store, and none of them pays for resolving model URIs and
+loading pyfunc models (seconds per model). Without a shipped object a worker loads the models
+itself, once, into a module-level cache keyed by the model URIs (:func:`worker_predictor`).
+``roofline`` needs no registry (tests, or a registry not trained yet).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tilecast.forecast import op_kernel_rows, op_latency_ms
+from tilecast.forecast.kernels import FamilyPredictor
+from tilecast.forecast.ops import KERNEL_COLUMNS
+from tilecast.specs import GpuSpec, get_gpu
+from tilecast.tiles.ops import FAMILIES
+from tilecast.tiles.roofline import roofline_ms
+
+log = logging.getLogger(__name__)
+
+KINDS = ("registry", "roofline")
+
+
+@dataclass(frozen=True)
+class PredictorSource:
+    """A pinned set of predictors: ``registry`` versions (by model URI) or the ``roofline`` baseline."""
+
+    kind: str
+    alias: str = ""
+    tracking_uri: str | None = None
+    resolved: tuple = field(default=(), compare=False)  # registry.models.Resolved per family
+    uris: tuple[tuple[str, str], ...] = ()  # (family, models:/<name>/<version>)
+    calibrate: bool = True
+
+    @property
+    def label(self) -> str:
+        """How the score table names the predictor: ``registry@champion`` or ``roofline``."""
+        return f"registry@{self.alias}" if self.kind == "registry" else self.kind
+
+    @property
+    def versions(self) -> dict[str, str]:
+        """Family -> registered version (empty for the roofline)."""
+        return {fam: uri.rsplit("/", 1)[-1] for fam, uri in self.uris}
+
+    def versions_json(self) -> str:
+        return json.dumps(self.versions, sort_keys=True)
+
+    def describe(self) -> str:
+        if self.kind != "registry":
+            return self.kind
+        return ", ".join(r.describe() for r in self.resolved)
+
+
+def resolve_source(kind: str = "registry", alias: str = "champion", tracking_uri: str | None = None,
+                   families: Iterable[str] = FAMILIES, calibrate: bool = True) -> PredictorSource:
+    """Pin the predictors of a run (registry: alias -> version per family, with the registry's fallback)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown predictor {kind!r}; known: {', '.join(KINDS)}")
+    if kind == "roofline":
+        return PredictorSource("roofline")
+    from tilecast.registry.models import resolve_alias
+    from tilecast.registry.tracking import configure
+
+    uri = configure(tracking_uri)
+    resolved = tuple(resolve_alias(fam, alias) for fam in dict.fromkeys(families))
+    return PredictorSource("registry", alias, uri, resolved, tuple((r.family, r.uri) for r in resolved), calibrate)
+
+
+def _roofline(family: str, rows: pd.DataFrame, gpu) -> np.ndarray:
+    return roofline_ms(rows, gpu)
+
+
+#: per-process cache: (tracking URI, model URIs, calibrate) -> loaded predictor
+_CACHE: dict[tuple, FamilyPredictor] = {}
+
+
+def worker_predictor(source: PredictorSource) -> FamilyPredictor:
+    """The FamilyPredictor of ``source``, loaded once per process (the first task on a worker loads it)."""
+    if source.kind == "roofline":
+        return _roofline
+    key = (source.tracking_uri, source.uris, source.calibrate)
+    if key not in _CACHE:
+        from tilecast.registry.kernel_forecast import RegistryPredictor
+        from tilecast.registry.models import LoadedPredictor, load_version
+        from tilecast.registry.tracking import configure
+
+        configure(source.tracking_uri)
+        loaded = {r.family: LoadedPredictor(load_version(r.uri), r.version, r) for r in source.resolved}
+        _CACHE[key] = RegistryPredictor(loaded, calibrate=source.calibrate)
+        log.info("loaded %s", source.describe())
+    return _CACHE[key]
+
+
+class StackedPredictor:
+    """A FamilyPredictor that predicts each family once for every GPU of a chunk (one stacked call, rows
+    tagged with their ``Device``), then answers the per-GPU calls of ``op_latency_ms`` from that table.
+
+    A predictor call has a fixed cost (feature building, a DMatrix, a tree walk set-up) that one call
+    per family and GPU would pay 22 times on the nightly grid. Should the stacked call fail, each GPU
+    falls back to its own call, so an error stays with the GPU that causes it.
+    """
+
+    def __init__(self, predict: FamilyPredictor, ops: pd.DataFrame, gpus: list) -> None:
+        self.predict = predict
+        self.tables: dict[str, pd.DataFrame] = {}
+        rows = op_kernel_rows(ops)
+        for fam, part in rows.groupby("family", sort=True):
+            shapes = part[list(KERNEL_COLUMNS)].drop_duplicates()
+            stacked = pd.concat([shapes.assign(Device=g.device_name) for g in gpus], ignore_index=True)
+            try:
+                pred = np.asarray(predict(str(fam), stacked, None), dtype=float)
+            except Exception:  # noqa: BLE001 - per-GPU calls below will say which GPU fails
+                log.debug("stacked %s prediction failed; predicting GPU by GPU", fam, exc_info=True)
+                continue
+            if pred.shape == (len(stacked),) and np.isfinite(pred).all():
+                self.tables[str(fam)] = stacked.assign(pred_ms=pred)
+
+    def __call__(self, family: str, rows: pd.DataFrame, gpu: GpuSpec | None) -> np.ndarray:
+        table = self.tables.get(family)
+        if table is None or gpu is None:
+            return self.predict(family, rows, gpu)
+        keys = [*KERNEL_COLUMNS, "Device"]
+        got = rows[keys].merge(table.loc[table["Device"] == gpu.device_name, [*keys, "pred_ms"]], on=keys,
+                               how="left")["pred_ms"].to_numpy(dtype=float)
+        if len(got) != len(rows) or np.isnan(got).any():
+            return self.predict(family, rows, gpu)
+        return got
+
+
+def warm_up(source: PredictorSource) -> None:
+    """Import what deserialising the shipped predictors needs (the registry, the predictor classes), so a
+    worker does it while it waits for them rather than on its first prediction task."""
+    if source.kind == "registry":
+        import tilecast.predictors  # noqa: F401
+        import tilecast.registry.kernel_forecast  # noqa: F401
+
+
+#: one kernel row per family, to check that a predictor survives the trip to a worker
+_PROBE_ROWS = {
+    "bmm": {"OPName": "bmm", "B": 16, "M": 512, "N": 64, "K": 512, "H": 0},
+    "linear": {"OPName": "linear", "B": 1, "M": 2048, "N": 1024, "K": 4096, "H": 0},
+    "elementwise": {"OPName": "add", "B": 2048, "M": 0, "N": 0, "K": 0, "H": 1024},
+    "softmax": {"OPName": "softmax", "B": 8192, "M": 0, "N": 0, "K": 0, "H": 512},
+    "layernorm": {"OPName": "ln", "B": 2048, "M": 0, "N": 0, "K": 0, "H": 1024},
+}
+
+
+def _outcome(predict: FamilyPredictor, family: str, rows: pd.DataFrame, gpu: GpuSpec) -> tuple:
+    try:
+        return ("ok", np.asarray(predict(family, rows, gpu), dtype=float).tolist())
+    except Exception as exc:  # noqa: BLE001 - compared, not handled
+        return ("raises", type(exc).__name__)
+
+
+def ships_faithfully(predictor: FamilyPredictor, gpu: GpuSpec, families: Iterable[str]) -> bool:
+    """True when a pickled copy behaves exactly as ``predictor`` (same numbers, or the same error) on one
+    probe row per family."""
+    try:
+        copy = pickle.loads(pickle.dumps(predictor))
+    except Exception:  # noqa: BLE001 - what does not pickle stays on the client
+        log.debug("predictor does not pickle", exc_info=True)
+        return False
+    for fam in families:
+        rows = pd.DataFrame([{**_PROBE_ROWS[fam], "Device": gpu.device_name}])
+        if _outcome(predictor, fam, rows, gpu) != _outcome(copy, fam, rows, gpu):
+            return False
+    return True
+
+
+def client_predictor(source: PredictorSource, gpu_keys: Iterable[str]) -> FamilyPredictor | None:
+    """The loaded predictors of ``source`` with the calibrations of ``gpu_keys`` fetched, ready to ship to
+    the workers; None for the roofline (nothing to load) or when a copy would not predict the same (then
+    every worker loads the models itself)."""
+    if source.kind != "registry":
+        return None
+    predictor = worker_predictor(source)
+    keys = list(gpu_keys)
+    for key in keys:
+        predictor.calibration(key)  # looked up here once, not by every worker
+    if keys and not ships_faithfully(predictor, get_gpu(keys[0]), [r.family for r in source.resolved]):
+        log.warning("the loaded predictors do not survive pickling: every worker loads them itself")
+        return None
+    return predictor
+
+
+def latency_chunk(source: PredictorSource, ops: pd.DataFrame, gpu_keys: list[str], n_gpus: int = 1,
+                  predictor: FamilyPredictor | None = None) -> tuple[np.ndarray, dict[str, str]]:
+    """Per-instance ms of distinct op rows on every GPU: shape (len(ops), len(gpu_keys)), and errors by GPU.
+
+    Each family's kernel rows are predicted once for all GPUs (:class:`StackedPredictor`), then one
+    :func:`tilecast.forecast.op_latency_ms` call per GPU adds what is not a kernel prediction (memory
+    moves, communication, fused vector groups); ``n_gpus`` is the all-reduce group of the rows'
+    communication ops. ``predictor``: the loaded predictors shipped by the client (else the worker
+    loads ``source`` itself, once). A GPU whose forecast raises gets NaN and its error text, the other
+    GPUs are unaffected. Runs on a Dask worker.
+    """
+    gpus = [get_gpu(k) for k in gpu_keys]
+    predict = StackedPredictor(predictor or worker_predictor(source), ops, gpus)
+    out = np.full((len(ops), len(gpu_keys)), np.nan)
+    errors: dict[str, str] = {}
+    for j, gpu in enumerate(gpus):
+        try:
+            out[:, j] = op_latency_ms(ops, gpu, predict, n_gpus=n_gpus)
+        except Exception as exc:  # noqa: BLE001 - the cells that need these ops carry the error
+            errors[gpu.key] = f"{type(exc).__name__}: {exc}"
+    return out, errors

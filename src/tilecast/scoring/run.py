@@ -1,0 +1,174 @@
+"""A score run end to end: validate everything, score on Dask, write ``<output_dir>/<date>/`` atomically.
+
+Files of a run directory: ``scores.parquet`` (one row per cell, :mod:`tilecast.scoring.schema`),
+``run.json`` (what ran: matrix, predictor versions, pricing, fit policy, timings) and
+``pricing.csv`` (the prices used, with source and date).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from tilecast.paths import ROOT
+from tilecast.scoring.cluster import DaskConfig, dask_client
+from tilecast.scoring.engine import ScoreStats, score_cells
+from tilecast.scoring.graph_cache import GraphCache
+from tilecast.scoring.matrix import Matrix, expand, load_matrix
+from tilecast.scoring.metrics import FitPolicy
+from tilecast.scoring.predictors import PredictorSource, resolve_source
+from tilecast.scoring.pricing import Pricing, load_pricing
+from tilecast.scoring.schema import conform
+from tilecast.scoring.store import RunStore, run_date
+
+log = logging.getLogger(__name__)
+
+SCORES = "scores.parquet"
+RUN_JSON = "run.json"
+PRICING_CSV = "pricing.csv"
+
+
+@dataclass(frozen=True)
+class ScoreSettings:
+    """Everything a score run needs (a job builds it from its composed config)."""
+
+    matrix: Mapping[str, Any]
+    pricing: Mapping[str, Any]
+    dask: DaskConfig = field(default_factory=DaskConfig)
+    predictor: str = "registry"  # registry | roofline
+    alias: str = "champion"
+    tracking_uri: str | None = None
+    output_dir: Path = ROOT / "reports"
+    date: str | None = None
+    fit: FitPolicy = field(default_factory=FitPolicy)
+    progress: bool | None = None  # None: a bar on a terminal, none under CI
+    graph_cache: bool = True  # keep built graphs between runs (<cache_dir>, keyed by a code fingerprint)
+    cache_dir: Path | None = None  # None: <output_dir>/.cache
+
+    @property
+    def cache(self) -> GraphCache | None:
+        if not self.graph_cache:
+            return None
+        return GraphCache(self.cache_dir or self.output_dir / ".cache", variant=f"optimizer={self.fit.optimizer}")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A validated run: matrix, cells, prices and pinned predictors; nothing has been computed yet."""
+
+    matrix: Matrix
+    cells: pd.DataFrame
+    pricing: Pricing
+    source: PredictorSource
+    date: str
+
+
+@dataclass(frozen=True)
+class ScoreRun:
+    """A finished run: its directory, the table and the stats."""
+
+    path: Path
+    table: pd.DataFrame
+    stats: ScoreStats
+    meta: dict[str, Any]
+
+
+def under_ci() -> bool:
+    """True under a CI runner (``CI`` set, as GitHub Actions, GitLab and most others do)."""
+    return os.environ.get("CI", "").lower() not in ("", "0", "false")
+
+
+def show_progress(setting: bool | None) -> bool:
+    """The progress bar: as set, else on when stderr is a terminal and not under CI."""
+    if setting is not None:
+        return bool(setting)
+    return sys.stderr.isatty() and not under_ci()
+
+
+def quiet_under_ci() -> None:
+    """Under CI only warnings and errors are logged (the job still prints its one-line summary)."""
+    if under_ci():
+        for name in ("tilecast", "distributed"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def prepare(settings: ScoreSettings) -> Prepared:
+    """Check every name and price and pin the predictors, before any work (errors name what is wrong)."""
+    matrix = load_matrix(settings.matrix)
+    pricing = load_pricing(settings.pricing)
+    pricing.require(matrix.gpus)
+    cells = expand(matrix)
+    source = resolve_source(settings.predictor, settings.alias, settings.tracking_uri)
+    return Prepared(matrix, cells, pricing, source, run_date(settings.date))
+
+
+def score_into(prep: Prepared, settings: ScoreSettings, directory: Path) -> ScoreRun:
+    """Score on Dask and write the run's files into ``directory`` (a staging folder)."""
+    t0 = time.perf_counter()
+    with dask_client(settings.dask) as client:
+        t_up = time.perf_counter()
+        table, stats = score_cells(prep.cells, client, prep.source, prep.pricing, settings.fit, settings.dask,
+                                   show_progress(settings.progress), settings.cache)
+    stats.timings_s = {"cluster": t_up - t0, **stats.timings_s}
+    table["run_date"] = prep.date
+    t_w = time.perf_counter()
+    pq.write_table(conform(table), directory / SCORES, compression="zstd")
+    prep.pricing.table().to_csv(directory / PRICING_CSV, index=False)
+    stats.timings_s["write"] = time.perf_counter() - t_w
+    stats.timings_s["total"] = time.perf_counter() - t0
+    meta = {
+        "date": prep.date, "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "matrix": prep.matrix.name, "predictor": prep.source.label, "predictor_detail": prep.source.describe(),
+        "versions": prep.source.versions, "tracking_uri": prep.source.tracking_uri, "pricing": prep.pricing.name,
+        "fit": asdict(settings.fit), "graph_cache": str(settings.cache.rows_path) if settings.cache else None,
+        "dask": {"address": settings.dask.address} if settings.dask.address else
+        {"local": True, "n_workers": settings.dask.n_workers, "threads_per_worker": settings.dask.threads_per_worker},
+        "stats": stats.as_dict(),
+    }
+    (directory / RUN_JSON).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    log.info("scored %d cells (%d graphs, %d distinct ops, %d GPUs, %d failed) in %.1f s",
+             stats.cells, stats.graphs, stats.distinct_ops, stats.gpus, stats.failed_cells, stats.timings_s["total"])
+    return ScoreRun(directory, table, stats, meta)
+
+
+def run_score(settings: ScoreSettings) -> ScoreRun:
+    """Validate, score, and publish ``<output_dir>/<date>/`` (replacing that date's outputs atomically)."""
+    quiet_under_ci()
+    prep = prepare(settings)
+    store = RunStore(settings.output_dir)
+    with store.stage(prep.date) as staging:
+        run = score_into(prep, settings, staging)
+    path = store.path(prep.date)
+    return ScoreRun(path, run.table, run.stats, run.meta)
+
+
+def read_run(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A run directory's score table and ``run.json``."""
+    table = pd.read_parquet(path / SCORES)
+    meta = json.loads((path / RUN_JSON).read_text()) if (path / RUN_JSON).exists() else {}
+    return table, meta
+
+
+def settings_from_config(cfg: Mapping[str, Any]) -> ScoreSettings:
+    """:class:`ScoreSettings` from a composed score config (a plain dict: ``OmegaConf.to_container``)."""
+    from tilecast.paths import resolve
+
+    fit = cfg.get("fit") or {}
+    return ScoreSettings(
+        matrix=cfg["matrix"], pricing=cfg["pricing"], dask=DaskConfig.from_mapping(cfg.get("dask")),
+        predictor=str(cfg.get("forecaster") or "registry"), alias=str(cfg.get("alias") or "champion"),
+        tracking_uri=(cfg.get("mlflow") or {}).get("tracking_uri"),
+        output_dir=resolve(cfg.get("output_dir") or "reports"), date=cfg.get("date"),
+        fit=FitPolicy(**fit), progress=cfg.get("progress"), graph_cache=bool(cfg.get("graph_cache", True)),
+        cache_dir=resolve(cfg["cache_dir"]) if cfg.get("cache_dir") else None)

@@ -1,0 +1,44 @@
+"""The score table: one row per cell, fixed columns and types (``scores.parquet``).
+
+Keys first, then latency (end to end, per phase, per op family), throughput, memory and fit, cost,
+what produced the numbers, and ``error`` (null unless the cell could not be forecast; its other
+numbers are then null too).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+
+from tilecast.scoring.matrix import CELL_KEYS
+
+#: op families (and ``mem``/``comm``) with an ``ms_<family>`` column, as ``forecast.summarise`` names them
+BREAKDOWN = ("bmm", "linear", "elementwise", "softmax", "layernorm", "mem", "comm", "other")
+LATENCY = ("e2e_ms", "fw_ms", "bw_ms", "acc_ms", *(f"ms_{f}" for f in BREAKDOWN))
+
+SCHEMA = pa.schema([
+    ("model", pa.string()), ("gpu", pa.string()), ("batch", pa.int64()), ("seq_len", pa.int64()),
+    ("mode", pa.string()), ("parallel", pa.string()), ("fused", pa.bool_()), ("n_gpus", pa.int64()),
+    *((c, pa.float64()) for c in LATENCY),
+    ("samples_per_s", pa.float64()), ("tokens_per_s", pa.float64()),
+    ("mem_required_gib", pa.float64()), ("gpu_mem_gib", pa.float64()), ("fits", pa.bool_()),
+    ("usd_per_gpu_hour", pa.float64()), ("cost_per_step_usd", pa.float64()), ("cost_per_1m_tokens_usd", pa.float64()),
+    ("price_estimate", pa.bool_()),
+    ("predictor", pa.string()), ("versions", pa.string()), ("run_date", pa.string()),
+    ("error", pa.string()),
+])
+COLUMNS = tuple(SCHEMA.names)
+assert COLUMNS[: len(CELL_KEYS)] == CELL_KEYS
+
+
+def conform(df: pd.DataFrame) -> pa.Table:
+    """The score table as Arrow with exactly :data:`SCHEMA` (missing columns are an error, extras dropped)."""
+    missing = [c for c in COLUMNS if c not in df]
+    if missing:
+        raise ValueError(f"score table misses columns {missing}")
+    return pa.Table.from_pandas(df[list(COLUMNS)], schema=SCHEMA, preserve_index=False)
+
+
+def read_scores(path) -> pd.DataFrame:
+    """Read a ``scores.parquet`` back (nullable booleans stay nullable)."""
+    return pd.read_parquet(path)

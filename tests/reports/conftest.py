@@ -1,0 +1,38 @@
+"""A real score table for the report tests: the smoke matrix scored with the roofline on an in-process Dask
+cluster, plus composed report configs."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from tilecast.paths import CONF_DIR
+
+
+def _compose(name: str, overrides: list[str] | None = None) -> dict:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return OmegaConf.to_container(compose(config_name=name, overrides=overrides or []), resolve=True)
+
+
+@pytest.fixture(scope="session")
+def report_cfg() -> dict:
+    return _compose("report")
+
+
+@pytest.fixture(scope="session")
+def smoke_scores():
+    """The smoke matrix (2 models x 3 GPUs, inference / fused / training / dp4) scored end to end."""
+    from distributed import Client, LocalCluster
+
+    from tilecast.scoring.engine import score_cells
+    from tilecast.scoring.matrix import expand, load_matrix
+    from tilecast.scoring.predictors import PredictorSource
+    from tilecast.scoring.pricing import load_pricing
+
+    cfg = _compose("score", ["matrix=smoke"])
+    cells = expand(load_matrix(cfg["matrix"]))
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        table, _ = score_cells(cells, client, PredictorSource("roofline"), load_pricing(cfg["pricing"]))
+    return table.assign(run_date="2026-01-01")

@@ -1,0 +1,67 @@
+"""``python jobs/report.py``: report files of a run, replaced atomically; an unknown run lists the known ones."""
+
+import json
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import yaml
+
+from tilecast.paths import ROOT
+from tilecast.reports.run import run_report, settings_from_config
+from tilecast.scoring.pricing import load_pricing
+from tilecast.scoring.schema import conform
+from tilecast.scoring.store import RunStore
+
+
+def _publish(root, date, scores, matrix="smoke"):
+    pricing = load_pricing(yaml.safe_load((ROOT / "conf" / "pricing" / "default.yaml").read_text()))
+    with RunStore(root).stage(date) as d:
+        pq.write_table(conform(scores.assign(run_date=date)), d / "scores.parquet")
+        pricing.table().to_csv(d / "pricing.csv", index=False)
+        (d / "run.json").write_text(json.dumps({"date": date, "matrix": matrix, "predictor": "roofline",
+                                                "fit": {"usable_fraction": 1.0, "reserve_gib": 0.5,
+                                                        "optimizer": "adamw"}}))
+
+
+def _report(tmp_path, *args):
+    return subprocess.run([sys.executable, "jobs/report.py", f"output_dir={tmp_path}",
+                           f"hydra.run.dir={tmp_path / '.hydra'}", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_report_of_the_latest_run_with_comparison(tmp_path, smoke_scores, report_cfg):
+    _publish(tmp_path, "2026-01-01", smoke_scores)
+    later = smoke_scores.copy()
+    later.loc[later["error"].isna(), "e2e_ms"] *= 1.10
+    _publish(tmp_path, "2026-01-02", later)
+    proc = _report(tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "report: " in proc.stdout
+    run = tmp_path / "2026-01-02"
+    md = (run / "report.md").read_text()
+    for heading in ("## Latency per model x GPU x batch", "## Cheapest GPU per workload", "## Cost per 1M tokens",
+                    "## Fleet totals", "## Plots", "## Memory model vs measured runs", "## Changes since 2026-01-01",
+                    "## Failed cells", "## Prices"):
+        assert heading in md
+    assert "39 moved by more than 5%" in md
+    pngs = sorted(p.name for p in (run / "plots").glob("*.png"))
+    assert pngs == ["cost_vs_latency_inference.png", "cost_vs_latency_training.png",
+                    "latency_vs_batch_inference.png", "latency_vs_batch_training.png"]
+    html = (run / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 4
+    assert (run / "tables" / "diff_moved.csv").exists() and (run / "scores.parquet").exists()
+    # a rerun (in process here) replaces the report, nothing else appears
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    settings, fleet = settings_from_config(report_cfg)
+    result = run_report(tmp_path, "2026-01-02", settings, fleet)
+    assert result.markdown == run / "report.md" and result.diff.previous == "2026-01-01"
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["2026-01-01", "2026-01-02"]
+
+
+def test_unknown_run_lists_the_runs(tmp_path, smoke_scores):
+    _publish(tmp_path, "2026-01-01", smoke_scores)
+    proc = _report(tmp_path, "run=2025-12-31")
+    assert proc.returncode == 2
+    assert "no run dated 2025-12-31" in proc.stderr and "runs: 2026-01-01" in proc.stderr

@@ -1,0 +1,65 @@
+"""Scoring on a real ``dask scheduler`` + ``dask worker`` cluster started on loopback by the test."""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pandas as pd
+from distributed import Client
+
+from tilecast.paths import ROOT
+from tilecast.scoring.cluster import DaskConfig
+from tilecast.scoring.run import ScoreSettings, run_score
+
+
+def test_smoke_matrix_through_the_score_job(tmp_path, loopback_cluster):
+    with loopback_cluster(tmp_path / "cluster") as (address, _):
+        out = tmp_path / "reports"
+        proc = subprocess.run([sys.executable, "jobs/score.py", "matrix=smoke", f"dask.address={address}",
+                               "forecaster=roofline", f"output_dir={out}", "date=2026-03-01",
+                               f"hydra.run.dir={tmp_path / 'hydra'}"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = out / "2026-03-01"
+    table = pd.read_parquet(run / "scores.parquet")
+    assert len(table) == 42 and table["error"].notna().sum() == 3
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["dask"] == {"address": address} and meta["matrix"] == "smoke"
+    assert "42 cells (3 failed)" in proc.stdout
+
+
+def test_a_worker_killed_mid_run_still_gives_every_cell(tmp_path, compose_cfg, loopback_cluster):
+    cfg = compose_cfg("score", ["matrix=smoke"])
+    matrix = {**cfg["matrix"], "name": "kill", "models": ["gpt2_large", "gpt2_med", "gpt2_xl", "bert_large"],
+              "batch_sizes": [4, 8, 16], "parallel": ["none", "dp4"], "exclude": [
+                  {"mode": "training", "fused": True}, {"mode": "inference", "parallel": "dp4"}]}
+    killed = {}
+    with loopback_cluster(tmp_path / "cluster") as (address, procs):
+        def killer() -> None:  # kill the first worker seen running a task
+            with Client(address, timeout="30s") as c:
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    busy = {addr: tasks for addr, tasks in c.processing().items() if tasks}
+                    if busy:
+                        addr = next(iter(busy))
+                        name = c.scheduler_info()["workers"][addr]["name"]
+                        procs[name].kill()
+                        killed["name"], killed["tasks"] = name, busy[addr]
+                        return
+                    time.sleep(0.02)
+
+        t = threading.Thread(target=killer, daemon=True)
+        t.start()
+        run = run_score(ScoreSettings(matrix=matrix, pricing=cfg["pricing"], predictor="roofline",
+                                      dask=DaskConfig(address=address, chunk_rows=30, retries=2),
+                                      output_dir=tmp_path / "reports", date="2026-03-02", progress=False))
+        t.join(timeout=5)
+        with Client(address, timeout="30s") as c:
+            alive = [w["name"] for w in c.scheduler_info()["workers"].values()]
+    assert killed, "no worker was killed: the run finished before any task was seen running"
+    assert killed["name"] not in alive and len(alive) == 1
+    table = pd.read_parquet(tmp_path / "reports" / "2026-03-02" / "scores.parquet")
+    assert len(table) == run.stats.cells == 4 * 3 * 3 * 4  # models x GPUs x batches x (inf, fused, train, dp4)
+    assert table["error"].isna().all()

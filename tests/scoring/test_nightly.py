@@ -1,0 +1,69 @@
+"""``jobs/nightly.py``: score + report + comparison in one atomic swap per date, logged to MLflow ``nightly``."""
+
+import subprocess
+import sys
+
+import mlflow
+import pandas as pd
+import pytest
+from mlflow import MlflowClient
+
+from tilecast.paths import ROOT
+from tilecast.scoring.matrix import CELL_KEYS
+from tilecast.scoring.nightly import run_nightly, settings_from_config
+
+
+@pytest.fixture
+def tracking(tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    before = (mlflow.get_tracking_uri(), mlflow.get_registry_uri())
+    yield uri
+    mlflow.set_tracking_uri(before[0])
+    mlflow.set_registry_uri(before[1])
+
+
+def _settings(compose_cfg, tmp_path, uri, date):
+    cfg = compose_cfg("nightly", ["matrix=smoke", "forecaster=roofline", f"date={date}", "progress=false",
+                                  f"output_dir={tmp_path / 'reports'}", f"mlflow.tracking_uri={uri}",
+                                  "dask.n_workers=1", "dask.processes=false"])
+    return settings_from_config(cfg)
+
+
+def _cli(tmp_path, uri, date):
+    return subprocess.run([sys.executable, "jobs/nightly.py", "matrix=smoke", "forecaster=roofline", f"date={date}",
+                           f"output_dir={tmp_path / 'reports'}", f"mlflow.tracking_uri={uri}", "dask.n_workers=1",
+                           f"hydra.run.dir={tmp_path / 'hydra'}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_nightly_twice_on_a_date_gives_one_set_of_outputs_and_the_next_night_compares(tmp_path, compose_cfg,
+                                                                                        tracking):
+    first = run_nightly(_settings(compose_cfg, tmp_path, tracking, "2026-04-01"))
+    proc = _cli(tmp_path, tracking, "2026-04-01")  # the README's command, same date again
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "nightly 2026-04-01: 42 cells (3 failed)" in proc.stdout and "report.html" in proc.stdout
+    reports = tmp_path / "reports"
+    assert sorted(p.name for p in reports.iterdir() if not p.name.startswith(".")) == ["2026-04-01"]
+    assert not [p for p in reports.iterdir() if p.name.startswith((".staging", ".old"))]
+    run = reports / "2026-04-01"
+    table = pd.read_parquet(run / "scores.parquet")
+    assert len(table) == 42 and not table.duplicated(list(CELL_KEYS)).any()
+    assert {"report.md", "report.html", "run.json", "pricing.csv", "tables", "plots"} <= {p.name for p in run.iterdir()}
+    assert first.diff is not None and first.diff.previous is None
+    client = MlflowClient(tracking)
+    runs = client.search_runs([client.get_experiment_by_name("nightly").experiment_id], order_by=["start_time DESC"])
+    assert len(runs) == 2 and runs[1].info.run_id == first.mlflow_run_id
+    second = runs[0]
+    arts = {a.path for a in client.list_artifacts(second.info.run_id, "run")}
+    assert {"run/scores.parquet", "run/report.html", "run/report.md", "run/tables", "run/plots"} <= arts
+    assert second.data.params["matrix"] == "smoke" and second.data.metrics["cells"] == 42
+    assert second.data.metrics["failed_cells"] == 3
+
+    nxt = run_nightly(_settings(compose_cfg, tmp_path, tracking, "2026-04-02"))
+    assert nxt.diff.previous == "2026-04-01" and nxt.diff.compared == 39
+    assert len(nxt.diff.moved) == 0 and len(nxt.diff.failed) == 3
+    md = nxt.report_md.read_text()
+    assert "## Changes since 2026-04-01" in md and "0 moved by more than 5%" in md
+    assert sorted(p.name for p in reports.iterdir() if not p.name.startswith(".")) == ["2026-04-01", "2026-04-02"]
+    assert nxt.report_html == reports / "2026-04-02" / "report.html"

@@ -1,0 +1,85 @@
+"""Scoring with registered models: versions pinned and models loaded once on the client, shipped to the workers
+(or, without a shipped copy, loaded once by each worker from the store)."""
+
+import json
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from distributed import Client, LocalCluster
+
+from tilecast.scoring.engine import score_cells
+from tilecast.scoring.graphs import build_graphs, dedupe_ops
+from tilecast.scoring.matrix import GRAPH_KEYS, expand, load_matrix
+from tilecast.scoring.predictors import PredictorSource, latency_chunk, resolve_source
+from tilecast.scoring.pricing import load_pricing
+from tilecast.tiles.ops import FAMILIES
+
+
+def distinct_ops_of(cells):
+    graphs = cells[list(GRAPH_KEYS)].drop_duplicates().head(3).reset_index(drop=True)
+    rows, info = build_graphs(graphs.assign(graph_id=range(len(graphs))))
+    return dedupe_ops(rows, info.set_index("graph_id")["degree"]).distinct
+
+
+@pytest.fixture(scope="module")
+def champions(tmp_path_factory):
+    """Roofline predictors registered for every family with @champion, on a throwaway sqlite store."""
+    from tilecast.predictors import fit_predictor
+    from tilecast.registry import configure, log_predictor, move_alias
+
+    before = (mlflow.get_tracking_uri(), mlflow.get_registry_uri())
+    uri = configure(f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}")
+    example = {"bmm": {"OPName": "bmm", "B": 2, "M": 64, "N": 64, "K": 64},
+               "linear": {"OPName": "linear", "B": 1, "M": 64, "N": 64, "K": 64},
+               "elementwise": {"OPName": "add", "B": 64, "H": 512}, "softmax": {"OPName": "softmax", "B": 64, "H": 512},
+               "layernorm": {"OPName": "ln", "B": 64, "H": 512}}
+    with mlflow.start_run():
+        for fam in FAMILIES:
+            mv = log_predictor(fit_predictor("roofline", fam, pd.DataFrame()),
+                               pd.DataFrame([{**example[fam], "Device": "NVIDIA L4"}] * 2))
+            move_alias(mv.name, "champion", mv.version, reason="test")
+    yield uri
+    mlflow.set_tracking_uri(before[0])
+    mlflow.set_registry_uri(before[1])
+
+
+def test_registered_champions_score_like_the_roofline_and_load_once(champions, compose_cfg):
+    from tilecast.registry import models
+    from tilecast.scoring import predictors
+
+    predictors._CACHE.clear()  # other tests in this process may have loaded models already
+    models._CACHE.clear()
+    cfg = compose_cfg("score", ["matrix=smoke"])
+    cells = expand(load_matrix(cfg["matrix"]))
+    pricing = load_pricing(cfg["pricing"])
+    source = resolve_source("registry", "champion", champions)
+    assert source.versions == {f: "1" for f in FAMILIES} and source.label == "registry@champion"
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:  # a worker process: it configures MLflow and loads the models itself
+        reg, _ = score_cells(cells, client, source, pricing)
+        reg2, _ = score_cells(cells, client, source, pricing)
+
+        def loaded() -> tuple[int, int]:
+            from tilecast.registry import models
+            from tilecast.scoring import predictors
+
+            return len(predictors._CACHE), len(models._CACHE)
+
+        assert list(client.run(loaded).values()) == [(0, 0)]  # the worker got the client's copy
+        assert loaded() == (1, len(FAMILIES))  # which the client loaded once for both runs
+        # without a shipped copy a worker loads every model itself, once, from the store
+        ops = distinct_ops_of(cells)
+        for _ in range(2):
+            ms, errors = client.submit(latency_chunk, source, ops, ["l4", "a100_pcie_40gb"], pure=False).result()
+            assert errors == {} and np.isfinite(ms).all()
+        assert list(client.run(loaded).values()) == [(1, len(FAMILIES))]
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster, Client(cluster) as client:
+        roof, _ = score_cells(cells, client, PredictorSource("roofline"), pricing)
+    ok = reg["error"].isna()
+    assert ok.sum() == 39
+    np.testing.assert_allclose(reg.loc[ok, "e2e_ms"], roof.loc[ok, "e2e_ms"], rtol=1e-9)
+    pd.testing.assert_frame_equal(reg, reg2)
+    assert (reg["predictor"] == "registry@champion").all()
+    assert json.loads(reg["versions"].iloc[0]) == {f: "1" for f in FAMILIES}
