@@ -32,6 +32,12 @@ def compose_cfg():
 
 
 @pytest.fixture(scope="session")
+def sqlite_uri(tmp_path_factory) -> str:
+    """One throwaway sqlite MLflow store for the session (creating one costs ~10 s of migrations)."""
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+
+
+@pytest.fixture(scope="session")
 def thread_client():
     """A real Dask client on an in-process cluster (threads): the engine without process start-up costs."""
     from distributed import Client, LocalCluster

@@ -24,13 +24,13 @@ def distinct_ops_of(cells):
 
 
 @pytest.fixture(scope="module")
-def champions(tmp_path_factory):
+def champions(sqlite_uri):
     """Roofline predictors registered for every family with @champion, on a throwaway sqlite store."""
     from tilecast.predictors import fit_predictor
     from tilecast.registry import configure, log_predictor, move_alias
 
     before = (mlflow.get_tracking_uri(), mlflow.get_registry_uri())
-    uri = configure(f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}")
+    uri = configure(sqlite_uri)
     example = {"bmm": {"OPName": "bmm", "B": 2, "M": 64, "N": 64, "K": 64},
                "linear": {"OPName": "linear", "B": 1, "M": 64, "N": 64, "K": 64},
                "elementwise": {"OPName": "add", "B": 64, "H": 512}, "softmax": {"OPName": "softmax", "B": 64, "H": 512},
