@@ -29,6 +29,7 @@ def write_atomic(path: str | os.PathLike, write) -> Path:
     os.close(fd)
     try:
         write(Path(tmp))
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; outputs are meant to be read by others
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -135,5 +135,6 @@ def fleet_by_gpu(scores: pd.DataFrame, fleet: Fleet) -> pd.DataFrame:
     agg = allw.groupby("gpu").agg(workloads_served=("workload", "nunique"), gpus_needed=("gpus_needed", "sum"),
                                   usd_per_month=("usd_per_month", "sum")).reset_index()
     complete = agg["workloads_served"] == len(fleet.workloads)
-    agg.loc[~complete, ["gpus_needed", "usd_per_month"]] = math.nan
+    agg["gpus_needed"] = agg["gpus_needed"].astype("Int64").where(complete, pd.NA)
+    agg.loc[~complete, "usd_per_month"] = math.nan
     return agg.sort_values(["usd_per_month", "gpu"], na_position="last").reset_index(drop=True)
