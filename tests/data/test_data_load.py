@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from tests.data.neusight_tree import FILES, write_tree
 
+from tests.data.neusight_tree import FILES, write_tree
 from tilecast.data import (
     data_hash,
     graph_tags,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from tests.data.neusight_tree import FILES, FIXTURE_TABLES, GEMM_HEAD, write_tree
 
+from tests.data.neusight_tree import FILES, FIXTURE_TABLES, GEMM_HEAD, write_tree
 from tilecast.data import run_ingest
 
 BMM_T4 = "kernels/train/bmm/Tesla T4.csv"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from tests.data.neusight_tree import FILES, write_tree
 from omegaconf import DictConfig
 
+from tests.data.neusight_tree import FILES, write_tree
 from tilecast.paths import CONF_DIR, ROOT
 
 

@@ -23,7 +23,8 @@ def test_reads_a_directory_laid_out_like_the_data(tmp_path):
     write(tmp_path, "h200_sxm", "gpt3_xl-inf-2048-2-tp2.json", {"e2e_latency": 5.0})  # a catalog key works too
     write(tmp_path, "NVIDIA_L4", "switch4-inf-512-1.json", {"e2e_latency": 50.6})  # a model the catalog lacks
     got = read_label_dir(tmp_path)
-    assert [(f, "unknown model 'switch4'" in why) for f, why in got.skipped] == [("NVIDIA_L4/switch4-inf-512-1.json", True)]
+    skipped = [(f, "unknown model 'switch4'" in why) for f, why in got.skipped]
+    assert skipped == [("NVIDIA_L4/switch4-inf-512-1.json", True)]
     df = got.labels.set_index("tag")
     assert list(got.labels.columns) == LABEL_COLUMNS
     assert df.loc["gpt2_large-inf-1024-4", ["gpu", "model", "mode", "seq_len", "batch", "variant"]].tolist() == \
