@@ -1,4 +1,6 @@
-"""Calibration: MAPE-optimal per-family scale, bounded corrections, serialisation."""
+"""Calibration: MAPE-optimal per-family scale, shape residual, bounded corrections, serialisation."""
+
+import json
 
 import numpy as np
 import pytest
@@ -21,13 +23,14 @@ def measured():
     return gpu, rows
 
 
-@pytest.mark.parametrize("method", ["scale", "auto"])
+@pytest.mark.parametrize("method", ["scale", "slope", "krr"])
 def test_recovers_a_constant_factor(measured, method):
     gpu, rows = measured
     roof = fit_predictor("roofline", "linear", rows)
     rows["Latency"] = 3.0 * roofline_ms(rows, gpu)
     cal = fit_calibration(roof, rows, gpu, method=method)
     assert cal.scale == pytest.approx(3.0) and cal.slope == pytest.approx(0.0, abs=1e-9)
+    assert np.allclose(cal.alpha, 0.0, atol=1e-9)
     np.testing.assert_allclose(cal.apply(roof.predict_ms(rows, gpu), rows), rows["Latency"])
 
 
@@ -55,3 +58,49 @@ def test_unknown_method_is_named(measured):
     gpu, rows = measured
     with pytest.raises(ValueError, match="unknown calibration method 'median'"):
         fit_calibration(fit_predictor("roofline", "linear", rows), rows, gpu, method="median")
+
+
+def test_shape_residual_learns_what_one_factor_cannot():
+    """Layer norms whose long rows run 2x slower than the prediction: one factor is wrong for half the rows,
+    the shape residual gets both halves nearly right on rows it did not see."""
+    gpu = get_gpu("l4")
+    rows = evaluation_rows("layernorm", devices=["l4"]).reset_index(drop=True)
+    roof = fit_predictor("roofline", "layernorm", rows)
+    pred = roof.predict_ms(rows, gpu)
+    rows["Latency"] = pred * np.where(rows["H"].to_numpy() >= 4096, 3.0, 1.5)
+    fit, held = rows.iloc[::3], rows.drop(index=rows.index[::3])
+    y = held["Latency"].to_numpy()
+
+    def mape(method):
+        cal = fit_calibration(roof, fit, gpu, method=method)
+        return np.mean(np.abs(cal.apply(roof.predict_ms(held, gpu), held) / y - 1))
+
+    assert mape("scale") > 0.15
+    assert mape("krr") < 0.5 * mape("scale")
+
+
+def test_krr_round_trips_through_json(measured):
+    gpu, rows = measured
+    roof = fit_predictor("roofline", "linear", rows)
+    rows["Latency"] = roofline_ms(rows, gpu) * (1.0 + rows["K"].rank().to_numpy() / len(rows))
+    cal = fit_calibration(roof, rows, gpu)
+    assert cal.method == "krr" and len(cal.alpha) == len(rows) and cal.dims == ("M", "N", "K")
+    back = Calibration.from_dict(json.loads(json.dumps(cal.to_dict())))
+    assert back == cal
+    pred = roof.predict_ms(rows, gpu)
+    np.testing.assert_allclose(back.apply(pred, rows), cal.apply(pred, rows))
+
+
+def test_reads_calibrations_stored_before_the_shape_residual():
+    old = {"family": "linear", "gpu_key": "l4", "scale": 1.3, "slope": 0.1, "ref_ms": 2.0, "floor_ms": 0.01,
+           "rows": 20, "method": "auto"}
+    cal = Calibration.from_dict(old)
+    assert cal.alpha == () and np.allclose(cal.residual(evaluation_rows("linear", devices=["l4"]).head(3)), 0.0)
+
+
+def test_too_few_rows_for_the_shape_residual_fall_back_to_scale(measured):
+    gpu, rows = measured
+    roof = fit_predictor("roofline", "linear", rows)
+    rows["Latency"] = 2.0 * roofline_ms(rows, gpu)
+    cal = fit_calibration(roof, rows.head(3), gpu)
+    assert cal.alpha == () and cal.scale == pytest.approx(2.0)

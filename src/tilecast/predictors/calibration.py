@@ -1,11 +1,18 @@
 """Calibration tier: a small per-family correction for one GPU from a handful of measured kernels.
 
-Most of a learned predictor's error on an unseen GPU is one factor for the whole family (how
-efficiently that GPU's kernels run, METHOD.md §7). The correction is that factor, ``scale``: the
-value minimising the mean absolute percentage error on the measured rows, i.e. the weighted median
-of ``measured / predicted`` with weights ``predicted / measured``. With at least ``min_rows_slope``
-rows a slope over log kernel size is added (``method="auto"``), shrunk towards 0. Corrected
-predictions stay at or above the roofline and the launch floor.
+Part of a learned predictor's error on an unseen GPU is one factor for the whole family (how
+efficiently that GPU's kernels run, METHOD.md §7): ``scale``, the value minimising the mean absolute
+percentage error on the measured rows, i.e. the weighted median of ``measured / predicted`` with
+weights ``predicted / measured``. The rest depends on the shape (row length of a softmax or layer norm,
+the GEMM's M, N, K: which kernel variant the GPU's library runs), so the default method (``krr``) adds a
+smooth residual over the log2 shape, a kernel ridge regression with an RBF kernel whose prior is the
+scale: far from every measured kernel the correction falls back to ``scale`` alone. Its length scale
+and ridge were chosen on the leave-one-training-GPU-out table of ``benchmarks/kernels.md`` (the
+unseen GPUs only confirm them). Corrected predictions stay at or above the roofline and the launch
+floor.
+
+Methods: ``scale`` (the factor only), ``slope`` (plus a shrunk slope over log kernel size), ``krr``
+(plus the shape residual; needs ``min_rows_krr`` rows, else ``scale``).
 """
 
 from __future__ import annotations
@@ -20,7 +27,15 @@ from tilecast.predictors.bounds import bounded_ms
 from tilecast.specs import GpuSpec, get_gpu
 from tilecast.tiles.roofline import roofline_ms
 
-METHODS = ("scale", "auto")
+METHODS = ("scale", "slope", "krr")
+DEFAULT_METHOD = "krr"
+#: shape columns the residual is smooth in, per family (log2 of each)
+SHAPE_DIMS: dict[str, tuple[str, ...]] = {
+    "bmm": ("M", "N", "K"), "linear": ("M", "N", "K"),
+    "elementwise": ("H", "B"), "softmax": ("H", "B"), "layernorm": ("H", "B"),
+}
+KRR_LENGTH = 2.0  # RBF length scale in log2 units (a factor of 4 in each dimension)
+KRR_RIDGE = 0.3  # ridge, relative to the kernel's unit diagonal
 
 
 def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
@@ -31,9 +46,24 @@ def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
     return float(v[np.searchsorted(cum, 0.5 * cum[-1])])
 
 
+def log2_shape(rows: pd.DataFrame, dims: tuple[str, ...]) -> np.ndarray:
+    """(n, len(dims)) log2 of the shape columns ``dims`` of ``rows``."""
+    missing = [d for d in dims if d not in rows]
+    if missing:
+        raise ValueError(f"calibration needs kernel shape columns {list(dims)}; missing: {missing}")
+    vals = rows[list(dims)].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+    return np.log2(np.maximum(vals, 1.0))
+
+
+def _rbf(a: np.ndarray, b: np.ndarray, length: float) -> np.ndarray:
+    d2 = ((a[:, None, :] - b[None, :, :]) ** 2).sum(axis=-1)
+    return np.exp(-0.5 * d2 / length**2)
+
+
 @dataclass(frozen=True)
 class Calibration:
-    """``corrected = bound(pred * scale * (pred / ref_ms) ** slope)`` for one family on one GPU."""
+    """``corrected = bound(pred * scale * (pred / ref_ms) ** slope * exp(k(shape) @ alpha))`` for one family
+    on one GPU; ``k`` is the RBF kernel between a row's log2 shape (``dims``) and the ``centres``."""
 
     family: str
     gpu_key: str
@@ -43,6 +73,17 @@ class Calibration:
     floor_ms: float = 0.0
     rows: int = 0
     method: str = "scale"
+    dims: tuple[str, ...] = ()
+    centres: tuple[tuple[float, ...], ...] = ()
+    alpha: tuple[float, ...] = ()
+    length: float = KRR_LENGTH
+
+    def residual(self, rows: pd.DataFrame) -> np.ndarray:
+        """Log correction of each row beyond ``scale`` (0 without a shape residual)."""
+        if not self.alpha:
+            return np.zeros(len(rows))
+        k = _rbf(log2_shape(rows, self.dims), np.asarray(self.centres, dtype=float), self.length)
+        return k @ np.asarray(self.alpha, dtype=float)
 
     def apply(self, pred_ms: np.ndarray, rows: pd.DataFrame) -> np.ndarray:
         """Corrected latency (ms) of ``rows`` given the predictor's ``pred_ms`` on this GPU."""
@@ -50,6 +91,7 @@ class Calibration:
         corrected = pred * self.scale * (pred / self.ref_ms) ** self.slope
         if len(rows) == 0:
             return corrected
+        corrected = corrected * np.exp(self.residual(rows))
         return bounded_ms(corrected, roofline_ms(rows, get_gpu(self.gpu_key)), self.floor_ms)
 
     def to_dict(self) -> dict[str, Any]:
@@ -58,7 +100,13 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Calibration:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict` (also reads calibrations stored before the shape residual existed)."""
+        d = dict(d)
+        for key in ("dims", "alpha"):
+            if key in d:
+                d[key] = tuple(d[key])
+        if "centres" in d:
+            d["centres"] = tuple(tuple(float(v) for v in c) for c in d["centres"])
         return cls(**d)
 
 
@@ -67,8 +115,27 @@ def _mape_scale(pred: np.ndarray, lat: np.ndarray) -> float:
     return weighted_median(ratio, 1.0 / ratio)
 
 
-def fit_calibration(predictor: Any, rows_measured: pd.DataFrame, gpu: GpuSpec, method: str = "auto",
-                    min_rows_slope: int = 10, shrink: float = 0.5) -> Calibration:
+def _slope(pred: np.ndarray, lat: np.ndarray, scale: float, shrink: float) -> tuple[float, float, float]:
+    """Shrunk least-squares slope of the log residual over log predicted size; refitted scale and reference."""
+    z = np.log(pred)
+    ref = float(np.exp(np.median(z)))
+    dz = z - np.log(ref)
+    if np.var(dz) <= 1e-6:
+        return 0.0, ref, scale
+    resid = np.log(lat / (pred * scale))
+    slope = shrink * float(np.cov(dz, resid, bias=True)[0, 1] / np.var(dz))
+    return slope, ref, _mape_scale(pred * (pred / ref) ** slope, lat)
+
+
+def _krr(shape: np.ndarray, resid: np.ndarray, length: float, ridge: float) -> np.ndarray:
+    """Coefficients of the kernel ridge regression of ``resid`` on ``shape``."""
+    k = _rbf(shape, shape, length)
+    return np.linalg.solve(k + ridge * np.eye(len(shape)), resid)
+
+
+def fit_calibration(predictor: Any, rows_measured: pd.DataFrame, gpu: GpuSpec, method: str = DEFAULT_METHOD,
+                    min_rows_slope: int = 10, shrink: float = 0.5, min_rows_krr: int = 5,
+                    length: float = KRR_LENGTH, ridge: float = KRR_RIDGE) -> Calibration:
     """Fit the correction of ``predictor`` (one family) on ``rows_measured`` (with ``Latency``) on ``gpu``."""
     if method not in METHODS:
         raise ValueError(f"unknown calibration method {method!r}; known: {', '.join(METHODS)}")
@@ -82,14 +149,15 @@ def fit_calibration(predictor: Any, rows_measured: pd.DataFrame, gpu: GpuSpec, m
     pred = np.asarray(predictor.predict_ms(rows, gpu), dtype=float)
     lat = lat[ok]
     scale = _mape_scale(pred, lat)
-    slope, ref = 0.0, 1.0
-    if method == "auto" and len(lat) >= min_rows_slope:
-        z = np.log(pred)
-        ref = float(np.exp(np.median(z)))
-        dz = z - np.log(ref)
-        if np.var(dz) > 1e-6:
-            resid = np.log(lat / (pred * scale))
-            slope = shrink * float(np.cov(dz, resid, bias=True)[0, 1] / np.var(dz))
-            adj = pred * (pred / ref) ** slope
-            scale = _mape_scale(adj, lat)
-    return Calibration(family, gpu.key, float(scale), float(slope), float(ref), floor, int(len(lat)), method)
+    base = Calibration(family, gpu.key, float(scale), floor_ms=floor, rows=int(len(lat)), method=method)
+    if method == "slope" and len(lat) >= min_rows_slope:
+        slope, ref, scale = _slope(pred, lat, scale, shrink)
+        return Calibration(family, gpu.key, float(scale), float(slope), float(ref), floor, int(len(lat)), method)
+    if method == "krr" and len(lat) >= min_rows_krr and family in SHAPE_DIMS:
+        dims = SHAPE_DIMS[family]
+        shape = log2_shape(rows, dims)
+        alpha = _krr(shape, np.log(lat / (pred * scale)), length, ridge)
+        return Calibration(family, gpu.key, float(scale), floor_ms=floor, rows=int(len(lat)), method=method,
+                           dims=dims, centres=tuple(tuple(map(float, c)) for c in shape),
+                           alpha=tuple(map(float, alpha)), length=float(length))
+    return base
