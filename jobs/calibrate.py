@@ -7,7 +7,7 @@ import logging
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tilecast.cli import gpu_from_cfg, with_catalog_args
+from tilecast.cli import gpu_from_cfg, user_errors, with_catalog_args
 from tilecast.io import read_table
 from tilecast.paths import resolve
 from tilecast.registry.calibrate import calibrate_gpu
@@ -17,6 +17,7 @@ log = logging.getLogger("calibrate")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="calibrate")
+@user_errors()
 def main(cfg: DictConfig) -> None:
     uri = configure(cfg.mlflow.tracking_uri)
     log.info("tracking at %s", uri)

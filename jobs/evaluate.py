@@ -4,34 +4,30 @@
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from tilecast.cli import user_errors
 from tilecast.evaluation.run import EvaluationSettings, evaluate, log_evaluation, report_lines
 from tilecast.io import write_table
 from tilecast.paths import resolve
-from tilecast.registry.models import RegistryError
 from tilecast.registry.tracking import configure
 
 log = logging.getLogger("evaluate")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")
+@user_errors()
 def main(cfg: DictConfig) -> None:
     uri = configure(cfg.mlflow.tracking_uri)
     settings = EvaluationSettings(labels_dir=cfg.labels_dir, forecaster=cfg.forecaster, alias=cfg.alias,
                                   calibrate=cfg.calibrate, calibration_rows=cfg.calibration_rows, seed=cfg.seed,
                                   perop=cfg.perop, unseen_gpus=tuple(cfg.unseen_gpus),
                                   experiment=cfg.mlflow.experiment)
-    try:
-        result = evaluate(settings)
-    except (FileNotFoundError, RegistryError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+    result = evaluate(settings)
     out = resolve(cfg.output) if cfg.output else Path(HydraConfig.get().runtime.output_dir) / "evaluation.csv"
     write_table(result.table, out)
     run_id = log_evaluation(result, settings, OmegaConf.to_yaml(cfg, resolve=True))

@@ -5,28 +5,23 @@
 
 from __future__ import annotations
 
-import sys
-
 import hydra
 from omegaconf import DictConfig
 
-from tilecast.cli import model_from_cfg, with_catalog_args
+from tilecast.cli import model_from_cfg, user_errors, with_catalog_args
 from tilecast.graph import build_graph, memory_footprint
 from tilecast.graph.summary import format_summary, op_rows
 from tilecast.io import write_table
 from tilecast.paths import resolve
-from tilecast.specs import Workload, WorkloadError
+from tilecast.specs import Workload
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="graph")
+@user_errors()
 def main(cfg: DictConfig) -> None:
-    try:
-        workload = Workload(model_from_cfg(cfg.model), cfg.batch, cfg.seq_len, cfg.mode, bool(cfg.fused))
-        graph = build_graph(workload)
-        footprint = memory_footprint(workload, dtype=cfg.dtype, optimizer=cfg.optimizer)
-    except (WorkloadError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+    workload = Workload(model_from_cfg(cfg.model), cfg.batch, cfg.seq_len, cfg.mode, bool(cfg.fused))
+    graph = build_graph(workload)
+    footprint = memory_footprint(workload, dtype=cfg.dtype, optimizer=cfg.optimizer)
     print(format_summary(graph, footprint, workload.describe()))
     if cfg.output:
         path = write_table(op_rows(graph), resolve(cfg.output))

@@ -7,29 +7,20 @@ logs everything to the MLflow experiment ``nightly``.
 
 from __future__ import annotations
 
-import sys
-
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tilecast.cli import with_catalog_args
+from tilecast.cli import user_errors, with_catalog_args
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="nightly")
+@user_errors()
 def main(cfg: DictConfig) -> None:
     """Run the nightly pipeline; a bad config or registry state exits 2 naming the problem."""
-    from tilecast.reports.fleet import FleetError
-    from tilecast.scoring.errors import is_user_error
     from tilecast.scoring.nightly import run_nightly, settings_from_config
 
-    try:
-        result = run_nightly(settings_from_config(OmegaConf.to_container(cfg, resolve=True)),
-                             OmegaConf.to_yaml(cfg, resolve=True))
-    except Exception as exc:
-        if not (is_user_error(exc) or isinstance(exc, FleetError)):
-            raise
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+    result = run_nightly(settings_from_config(OmegaConf.to_container(cfg, resolve=True)),
+                         OmegaConf.to_yaml(cfg, resolve=True))
     s = result.run.stats
     print(f"nightly {result.run.meta['date']}: {s.cells} cells ({s.failed_cells} failed) in "
           f"{s.timings_s.get('total', float('nan')):.1f} s -> {result.run.path}\n"

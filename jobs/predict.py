@@ -4,42 +4,33 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tilecast.cli import gpu_from_cfg, model_from_cfg, with_catalog_args
+from tilecast.cli import gpu_from_cfg, model_from_cfg, user_errors, with_catalog_args
 from tilecast.io import write_atomic
 from tilecast.paths import resolve
 from tilecast.registry.forecaster import predict_workload
-from tilecast.registry.models import RegistryError
 from tilecast.registry.tracking import configure
-from tilecast.specs import SpecError, UnknownSpecError, all_gpus, all_models
-
-
-def _fail(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+from tilecast.specs import all_gpus, all_models
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="predict")
+@user_errors()
 def main(cfg: DictConfig) -> None:
     model, gpu = model_from_cfg(cfg.get("model")), gpu_from_cfg(cfg.get("gpu"))
     missing = [k for k in ("batch", "seq_len") if OmegaConf.is_missing(cfg, k)]
     if missing:
-        _fail(f"{' and '.join(f'{k}=<n>' for k in missing)} required")
+        raise ValueError(f"{' and '.join(f'{k}=<n>' for k in missing)} required")
     if model is None:
-        _fail(f"model=<key> is required; known: {', '.join(sorted(all_models()))}")
+        raise ValueError(f"model=<key> is required; known: {', '.join(sorted(all_models()))}")
     if gpu is None:
-        _fail(f"gpu=<key|device name> is required; known: {', '.join(sorted(all_gpus()))}")
+        raise ValueError(f"gpu=<key|device name> is required; known: {', '.join(sorted(all_gpus()))}")
     if cfg.forecaster == "registry":
         configure(cfg.mlflow.tracking_uri)
-    try:
-        fc, record = predict_workload(model, gpu, int(cfg.batch), int(cfg.seq_len), str(cfg.mode), cfg.parallel,
-                                      bool(cfg.fused), str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate))
-    except (SpecError, UnknownSpecError, RegistryError, ValueError) as exc:
-        _fail(str(exc))
+    fc, record = predict_workload(model, gpu, int(cfg.batch), int(cfg.seq_len), str(cfg.mode), cfg.parallel,
+                                  bool(cfg.fused), str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate))
     print(fc.describe())
     if record["versions"]:
         print("  models: " + ", ".join(f"{f} v{v}" for f, v in record["versions"].items()))

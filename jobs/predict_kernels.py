@@ -7,12 +7,11 @@ Default: the registered ``tilecast-<family>@<alias>`` models (and a stored calib
 from __future__ import annotations
 
 import logging
-import sys
 
 import hydra
 from omegaconf import DictConfig
 
-from tilecast.cli import gpu_from_cfg, with_catalog_args
+from tilecast.cli import gpu_from_cfg, user_errors, with_catalog_args
 from tilecast.forecast.kernels import forecast_kernels
 from tilecast.io import read_table, write_table
 from tilecast.metrics import mape_table
@@ -23,20 +22,17 @@ log = logging.getLogger("predict_kernels")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="predict_kernels")
+@user_errors()
 def main(cfg: DictConfig) -> None:
     rows = read_table(resolve(cfg.input))
     gpu = gpu_from_cfg(cfg.get("gpu"))  # the gpu group is absent unless gpu= is given
     if cfg.predictor.name == "roofline":
         result = forecast_kernels(rows, lambda fam, r, g: roofline_ms(r, g), gpu)
     elif cfg.predictor.name == "registry":
-        from tilecast.registry import RegistryError, configure, forecast_from_registry  # MLflow only here
+        from tilecast.registry import configure, forecast_from_registry  # MLflow only here
 
         log.info("tracking at %s", configure(cfg.mlflow.tracking_uri))
-        try:
-            result = forecast_from_registry(rows, alias=cfg.alias, gpu=gpu, calibrate=cfg.calibrate)
-        except RegistryError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            raise SystemExit(1) from None
+        result = forecast_from_registry(rows, alias=cfg.alias, gpu=gpu, calibrate=cfg.calibrate)
         for fam, model in result.models.items():
             log.info("%s: %s", fam, model)
         for note in result.notes:

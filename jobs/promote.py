@@ -1,5 +1,6 @@
 """Promote challengers that measure no worse: ``python jobs/promote.py [families=[...]] [rollback=true]``
-(see conf/promote.yaml). Exit 1 with the reason when the champion is kept."""
+(see conf/promote.yaml). Exit 1 with the reason when the champion is kept; exit 2 on a user error (a bad
+name, or a champion or challenger that cannot be loaded), aliases untouched."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from tilecast.cli import user_errors
 from tilecast.evaluation.run import load_labels
 from tilecast.registry.promotion import PromotionPolicy, PromotionRefused, promote, rollback
 from tilecast.registry.tracking import configure
@@ -17,6 +19,7 @@ log = logging.getLogger("promote")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="promote")
+@user_errors()
 def main(cfg: DictConfig) -> None:
     uri = configure(cfg.mlflow.tracking_uri)
     log.info("tracking at %s", uri)

@@ -10,6 +10,7 @@ import logging
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from tilecast.cli import user_errors
 from tilecast.registry.tracking import configure
 from tilecast.registry.training import TrainSpec, train
 
@@ -17,6 +18,7 @@ log = logging.getLogger("train")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+@user_errors()
 def main(cfg: DictConfig) -> None:
     uri = configure(cfg.mlflow.tracking_uri)
     log.info("tracking at %s (experiment %s)", uri, cfg.mlflow.experiment)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +16,7 @@ import mlflow
 import pandas as pd
 import pytest
 
+from tests.registry.helpers import free_port, stop_group
 from tilecast.forecast import forecast
 from tilecast.registry.forecaster import (
     FORECASTER_NAME,
@@ -68,12 +67,6 @@ def test_rows_answer_or_carry_their_error(registered):
     assert find_forecaster(versions) == registered[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _post(url: str, payload: dict) -> dict:
     req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=60) as resp:
@@ -82,7 +75,7 @@ def _post(url: str, payload: dict) -> dict:
 
 def test_served_over_http(registered, tmp_path):
     uri, versions, _ = registered
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, ENV_VAR: uri}
     log = tmp_path / "serve.log"
     with open(log, "w") as fh:
@@ -115,8 +108,4 @@ def test_served_over_http(registered, tmp_path):
         assert got[4]["error"] == "" and got[4]["e2e_ms"] > 0 and got[4]["ms_comm"] > 0
         assert got[5]["fused"] is True and got[5]["e2e_ms"] < got[0]["e2e_ms"]
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_group(proc, timeout_s=20)

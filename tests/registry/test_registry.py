@@ -4,11 +4,8 @@ store, once through a real ``mlflow server`` started here on loopback."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,11 +16,13 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
-from hydra import compose, initialize_config_dir
 from mlflow import MlflowClient
 
+from tests.registry.helpers import compose_job as _compose
+from tests.registry.helpers import free_port, stop_group
+from tests.registry.helpers import job_main as _job
 from tilecast.data import load_kernels
-from tilecast.paths import CONF_DIR, ROOT
+from tilecast.paths import ROOT
 from tilecast.predictors import PREDICTORS
 from tilecast.registry import (
     RegistryError,
@@ -43,31 +42,12 @@ SPEC = TrainSpec("xgboost", TINY, families=(FAMILY,), experiment="registry-test"
 L4, T4 = get_gpu("l4"), get_gpu("tesla_t4")
 
 
-def _job(name: str):
-    """The ``@hydra.main`` function of ``jobs/<name>.py`` (undecorated), to run a composed config."""
-    spec = importlib.util.spec_from_file_location(f"job_{name}", ROOT / "jobs" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main.__wrapped__
-
-
-def _compose(name: str, overrides: list[str]):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name=name, overrides=overrides)
-
-
 def _kernel_rows(n: int = 12, seed: int = 0) -> pd.DataFrame:
     """Shuffled bmm test rows on several GPUs plus one row of an op no predictor covers."""
     rows = load_kernels("test", "bmm").sample(n, random_state=seed)[["OPName", "B", "M", "N", "K", "Device", "Latency"]]
     odd = pd.DataFrame([{"OPName": "conv2d", "B": 1, "M": 1, "N": 1, "K": 1, "Device": T4.device_name, "Latency": 1.0}])
     rows = pd.concat([rows.iloc[: n // 2], odd, rows.iloc[n // 2:]], ignore_index=True)
     return rows.assign(tag=[f"r{i}" for i in range(len(rows))])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -78,7 +58,7 @@ def server_boot(tmp_path_factory):
         yield None
         return
     root = tmp_path_factory.mktemp("server")
-    port = _free_port()
+    port = free_port()
     with open(root / "server.log", "w") as log_file:
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         proc = subprocess.Popen(["mlflow", "server", "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
@@ -88,12 +68,7 @@ def server_boot(tmp_path_factory):
         try:
             yield proc, f"http://127.0.0.1:{port}", root
         finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_group(proc)
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ the family's launch floor (:mod:`tilecast.predictors.bounds`).
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -18,8 +20,8 @@ from tilecast.predictors.rows import TRAINING_GPUS, UNSEEN_GPUS, evaluation_rows
 from tilecast.specs import GpuSpec
 from tilecast.tiles.ops import FAMILIES
 
-__all__ = ["PREDICTORS", "TRAINING_GPUS", "UNSEEN_GPUS", "KernelPredictor", "evaluation_rows", "fit_predictor",
-           "register", "training_rows"]
+__all__ = ["PREDICTORS", "TRAINING_GPUS", "UNSEEN_GPUS", "KernelPredictor", "PredictorRegistry", "evaluation_rows",
+           "fit_predictor", "register", "register_lazy", "training_rows"]
 
 
 @runtime_checkable
@@ -44,14 +46,51 @@ class KernelPredictor(Protocol):
         ...
 
 
+class PredictorRegistry(Mapping[str, type]):
+    """Predictor classes by name. A name registered lazily (with its module) is listed at once, and its
+    module imported on first lookup, so a heavy runtime (torch for ``mlp``) loads only when it is used."""
+
+    def __init__(self) -> None:
+        self._classes: dict[str, type] = {}
+        self._modules: dict[str, str] = {}
+
+    def add(self, cls: type) -> None:
+        """Register an imported class under its ``name``."""
+        self._classes[cls.name] = cls
+        self._modules.setdefault(cls.name, cls.__module__)
+
+    def add_lazy(self, name: str, module: str) -> None:
+        """List ``name``; importing ``module`` (which registers the class) happens on first lookup."""
+        self._modules.setdefault(name, module)
+
+    def __getitem__(self, name: str) -> type:
+        if name not in self._classes and name in self._modules:
+            importlib.import_module(self._modules[name])
+        return self._classes[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._modules
+
+
 #: predictor classes by name; each has ``fit(family, rows, **params)`` and ``load(directory)``
-PREDICTORS: dict[str, type] = {}
+PREDICTORS = PredictorRegistry()
 
 
 def register(cls: type) -> type:
     """Class decorator: add a predictor class to :data:`PREDICTORS` under its ``name``."""
-    PREDICTORS[cls.name] = cls
+    PREDICTORS.add(cls)
     return cls
+
+
+def register_lazy(name: str, module: str) -> None:
+    """List predictor ``name`` in :data:`PREDICTORS`; its ``module`` is imported when it is first looked up."""
+    PREDICTORS.add_lazy(name, module)
 
 
 def fit_predictor(name: str, family: str, rows: pd.DataFrame, **params: Any) -> KernelPredictor:

@@ -11,7 +11,6 @@ extrapolate past the five training GPUs (a faster GPU's per-SM times fall outsid
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -24,13 +23,16 @@ from torch import nn
 from tilecast.predictors.base import register
 from tilecast.predictors.bounds import bounded_ms, fit_launch_floor_ms
 from tilecast.predictors.design import GEMM_FAMILIES, design_matrix, make_chooser, row_weights, training_tiles
-from tilecast.predictors.tile_choice import TileChooser, load_chooser
+from tilecast.predictors.format import read_predictor_meta, write_predictor_meta
+from tilecast.predictors.tile_choice import TileChooser, load_chooser_in, save_chooser_in
 from tilecast.specs import GpuSpec
 from tilecast.tiles.features import default_features
 
-META_FILE = "meta.json"
 MODEL_FILE = "model.pt"
-CHOOSER_DIR = "tile_chooser"
+#: ``format_version`` written to ``meta.json``, and the versions :meth:`MLPPredictor.load` reads
+FORMAT_VERSION = 1
+SUPPORTED_FORMATS = (1,)
+_V1_KEYS = ("name", "family", "columns", "mean", "std", "floor_ms", "params")  # the unversioned first layout
 
 DEFAULTS: dict[str, Any] = {
     "hidden": 128, "layers": 3, "epochs": 15, "batch_size": 2048, "lr": 3e-3, "weight_decay": 1e-4,
@@ -135,23 +137,21 @@ class MLPPredictor:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         torch.save(self.net.state_dict(), directory / MODEL_FILE)
-        if self.chooser is not None:
-            self.chooser.save(directory / CHOOSER_DIR)
-        meta = {"name": self.name, "family": self.family, "columns": self.columns, "mean": self.mean.tolist(),
-                "std": self.std.tolist(), "lo": self.lo.tolist(), "hi": self.hi.tolist(), "floor_ms": self.floor_ms,
-                "params": self.params, "fit_s": self.fit_s, "torch": torch.__version__}
-        (directory / META_FILE).write_text(json.dumps(meta, indent=2))
+        save_chooser_in(directory, self.chooser)
+        write_predictor_meta(directory, {"name": self.name, "family": self.family, "columns": self.columns,
+                                         "mean": self.mean.tolist(), "std": self.std.tolist(), "lo": self.lo.tolist(),
+                                         "hi": self.hi.tolist(), "floor_ms": self.floor_ms, "params": self.params,
+                                         "fit_s": self.fit_s, "torch": torch.__version__}, FORMAT_VERSION)
 
     @classmethod
     def load(cls, directory: Path) -> MLPPredictor:
-        """Rebuild from :meth:`save`'s files."""
+        """Rebuild from :meth:`save`'s files (an unreadable format raises ``ModelFormatError``)."""
         directory = Path(directory)
-        meta = json.loads((directory / META_FILE).read_text())
+        meta = read_predictor_meta(directory, cls.name, SUPPORTED_FORMATS, _V1_KEYS)
         p = meta["params"]
         net = UtilisationNet(len(meta["columns"]), int(p["hidden"]), int(p["layers"]))
         net.load_state_dict(torch.load(directory / MODEL_FILE, weights_only=True))
         net.eval()
-        chooser = load_chooser(directory / CHOOSER_DIR) if (directory / CHOOSER_DIR).exists() else None
+        lo, hi = (np.array(meta[k]) if k in meta else None for k in ("lo", "hi"))  # absent: no clipping
         return cls(meta["family"], net, meta["columns"], np.array(meta["mean"]), np.array(meta["std"]),
-                   meta["floor_ms"], p, chooser, meta.get("fit_s", 0.0), np.array(meta["lo"]),
-                   np.array(meta["hi"]))
+                   meta["floor_ms"], p, load_chooser_in(directory), meta.get("fit_s", 0.0), lo, hi)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +10,14 @@ import pandas as pd
 
 from tilecast.predictors.base import register
 from tilecast.predictors.bounds import bounded_ms
+from tilecast.predictors.format import read_predictor_meta, write_predictor_meta
 from tilecast.specs import GpuSpec
 from tilecast.tiles.roofline import roofline_ms
 
-META_FILE = "meta.json"
+#: ``format_version`` written to ``meta.json``, and the versions :meth:`RooflinePredictor.load` reads
+FORMAT_VERSION = 1
+SUPPORTED_FORMATS = (1,)
+_V1_KEYS = ("name", "family", "params")  # the unversioned first layout
 
 
 @register
@@ -39,14 +42,12 @@ class RooflinePredictor:
         return bounded_ms(roof, roof, self.floor_ms)
 
     def save(self, directory: Path) -> None:
-        """Write ``meta.json`` (name, family, params)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / META_FILE).write_text(json.dumps({"name": self.name, "family": self.family,
-                                                       "params": self.params}, indent=2))
+        """Write ``meta.json`` (format version, name, family, params)."""
+        write_predictor_meta(directory, {"name": self.name, "family": self.family, "params": self.params},
+                             FORMAT_VERSION)
 
     @classmethod
     def load(cls, directory: Path) -> RooflinePredictor:
-        """Rebuild from ``meta.json``."""
-        meta = json.loads((Path(directory) / META_FILE).read_text())
+        """Rebuild from ``meta.json`` (an unreadable format raises ``ModelFormatError``)."""
+        meta = read_predictor_meta(directory, cls.name, SUPPORTED_FORMATS, _V1_KEYS)
         return cls(meta["family"], **meta["params"])

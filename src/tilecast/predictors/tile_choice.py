@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,12 +19,17 @@ import pandas as pd
 import xgboost as xgb
 from scipy.spatial import cKDTree
 
+from tilecast.predictors.format import ModelFormatError, read_meta, write_meta
 from tilecast.specs import GpuSpec
 from tilecast.tiles.choice import choice_features, reference_nn_columns, row_gpu_columns
 from tilecast.tiles.gemm import DEFAULT_TILE, profiled_tiles
 from tilecast.tiles.roofline import spec_frame
 
 TILE_COLUMNS = ("tile_k", "tile_m", "split", "sliced")
+META_FILE = "chooser.json"
+#: ``format_version`` written to ``chooser.json``, and the versions :func:`load_chooser` reads
+FORMAT_VERSION = 1
+SUPPORTED_FORMATS = (1,)
 
 
 class TileChooser(Protocol):
@@ -50,6 +54,7 @@ class FixedTileChooser:
     """Every GEMM gets the same tile (default 128x128) and no split."""
 
     name = "fixed"
+    v1_keys = ("name", "tile_k", "tile_m")  # keys of the unversioned first layout
 
     def __init__(self, tile_k: float = DEFAULT_TILE[0], tile_m: float = DEFAULT_TILE[1]) -> None:
         self.tile_k, self.tile_m = float(tile_k), float(tile_m)
@@ -67,7 +72,7 @@ class FixedTileChooser:
 
     @classmethod
     def load(cls, directory: Path) -> FixedTileChooser:
-        meta = _read_meta(directory)
+        meta = _read_meta(directory, cls.v1_keys)
         return cls(meta["tile_k"], meta["tile_m"])
 
 
@@ -75,6 +80,7 @@ class NearestTileChooser:
     """The reference: tile of the nearest profiled row in raw ``(B, M, N, K, specs)`` space, no split."""
 
     name = "nearest"
+    v1_keys = ("name",)
 
     def __init__(self, points: np.ndarray, tiles: np.ndarray) -> None:
         self.points, self.tiles = np.asarray(points, float), np.asarray(tiles, float)
@@ -98,6 +104,7 @@ class NearestTileChooser:
 
     @classmethod
     def load(cls, directory: Path) -> NearestTileChooser:
+        _read_meta(directory, cls.v1_keys)
         data = np.load(Path(directory) / "nearest.npz")
         return cls(data["points"], data["tiles"])
 
@@ -151,6 +158,7 @@ class LearnedTileChooser:
     """
 
     name = "learned"
+    v1_keys = ("name", "models", "params")
 
     def __init__(self, models: list[_GpuTileModel], params: dict[str, Any]) -> None:
         self.models, self.params = models, params
@@ -220,7 +228,7 @@ class LearnedTileChooser:
     @classmethod
     def load(cls, directory: Path) -> LearnedTileChooser:
         directory = Path(directory)
-        meta = _read_meta(directory)
+        meta = _read_meta(directory, cls.v1_keys)
         models = []
         for i, m in enumerate(meta["models"]):
             split = xgb.Booster(model_file=str(directory / f"split_regressor_{i}.json")) if m["split"] else None
@@ -243,8 +251,27 @@ def fit_chooser(name: str, rows: pd.DataFrame, **params: Any) -> TileChooser:
 
 
 def load_chooser(directory: Path) -> TileChooser:
-    """Rebuild a chooser written by its ``save``."""
-    return TILE_CHOOSERS[_read_meta(directory)["name"]].load(directory)
+    """Rebuild a chooser written by its ``save``; an unreadable format raises :class:`ModelFormatError`."""
+    name = _read_meta(directory, ("name",)).get("name")
+    if name not in TILE_CHOOSERS:
+        raise ModelFormatError("tile chooser", Path(directory) / META_FILE, None, SUPPORTED_FORMATS,
+                               f"unknown chooser {name!r}; known: {', '.join(TILE_CHOOSERS)}")
+    return TILE_CHOOSERS[name].load(directory)
+
+
+CHOOSER_DIR = "tile_chooser"  # a GEMM predictor's chooser, inside the predictor's directory
+
+
+def save_chooser_in(directory: Path, chooser: TileChooser | None) -> None:
+    """Save ``chooser`` (if any) into ``<directory>/tile_chooser``, where :func:`load_chooser_in` finds it."""
+    if chooser is not None:
+        chooser.save(Path(directory) / CHOOSER_DIR)
+
+
+def load_chooser_in(directory: Path) -> TileChooser | None:
+    """The chooser saved by :func:`save_chooser_in` into ``directory`` (None when there is none)."""
+    path = Path(directory) / CHOOSER_DIR
+    return load_chooser(path) if path.exists() else None
 
 
 def _subsample(rows: pd.DataFrame, max_rows: int, seed: int) -> pd.Index:
@@ -263,10 +290,8 @@ def _row_weights(rows: pd.DataFrame, test_row_weight: float) -> np.ndarray:
 
 
 def _write_meta(directory: Path, meta: dict[str, Any]) -> None:
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "chooser.json").write_text(json.dumps(meta, indent=2))
+    write_meta(Path(directory) / META_FILE, meta, FORMAT_VERSION)
 
 
-def _read_meta(directory: Path) -> dict[str, Any]:
-    return json.loads((Path(directory) / "chooser.json").read_text())
+def _read_meta(directory: Path, v1_keys: tuple[str, ...]) -> dict[str, Any]:
+    return read_meta(Path(directory) / META_FILE, "tile chooser", SUPPORTED_FORMATS, v1_keys)

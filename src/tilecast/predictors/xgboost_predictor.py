@@ -6,7 +6,6 @@ than the roofline allows. GEMM families carry a tile chooser for GPUs without pr
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -25,13 +24,16 @@ from tilecast.predictors.design import (
     row_weights,
     training_tiles,
 )
-from tilecast.predictors.tile_choice import TileChooser, load_chooser
+from tilecast.predictors.format import read_predictor_meta, write_predictor_meta
+from tilecast.predictors.tile_choice import TileChooser, load_chooser_in, save_chooser_in
 from tilecast.specs import GpuSpec
 from tilecast.tiles.features import default_features
 
-META_FILE = "meta.json"
 MODEL_FILE = "model.json"
-CHOOSER_DIR = "tile_chooser"
+#: ``format_version`` written to ``meta.json``, and the versions :meth:`XGBoostPredictor.load` reads
+FORMAT_VERSION = 1
+SUPPORTED_FORMATS = (1,)
+_V1_KEYS = ("name", "family", "columns", "floor_ms", "params")  # the unversioned first layout
 
 DEFAULTS: dict[str, Any] = {
     "rounds": 400, "max_depth": 8, "eta": 0.07, "subsample": 0.8, "colsample_bytree": 0.8,
@@ -86,18 +88,16 @@ class XGBoostPredictor:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.booster.save_model(directory / MODEL_FILE)
-        if self.chooser is not None:
-            self.chooser.save(directory / CHOOSER_DIR)
-        meta = {"name": self.name, "family": self.family, "columns": self.columns, "floor_ms": self.floor_ms,
-                "params": self.params, "fit_s": self.fit_s, "xgboost": xgb.__version__}
-        (directory / META_FILE).write_text(json.dumps(meta, indent=2))
+        save_chooser_in(directory, self.chooser)
+        write_predictor_meta(directory, {"name": self.name, "family": self.family, "columns": self.columns,
+                                         "floor_ms": self.floor_ms, "params": self.params, "fit_s": self.fit_s,
+                                         "xgboost": xgb.__version__}, FORMAT_VERSION)
 
     @classmethod
     def load(cls, directory: Path) -> XGBoostPredictor:
-        """Rebuild from :meth:`save`'s files."""
+        """Rebuild from :meth:`save`'s files (an unreadable format raises ``ModelFormatError``)."""
         directory = Path(directory)
-        meta = json.loads((directory / META_FILE).read_text())
+        meta = read_predictor_meta(directory, cls.name, SUPPORTED_FORMATS, _V1_KEYS)
         booster = xgb.Booster(model_file=str(directory / MODEL_FILE))
-        chooser = load_chooser(directory / CHOOSER_DIR) if (directory / CHOOSER_DIR).exists() else None
-        return cls(meta["family"], booster, meta["columns"], meta["floor_ms"], meta["params"], chooser,
-                   meta.get("fit_s", 0.0))
+        return cls(meta["family"], booster, meta["columns"], meta["floor_ms"], meta["params"],
+                   load_chooser_in(directory), meta.get("fit_s", 0.0))

@@ -16,6 +16,7 @@ from tilecast.registry.kernel_forecast import (
 )
 from tilecast.registry.models import (
     DEFAULT_ALIAS,
+    IncompatibleModelError,
     LoadedPredictor,
     RegistryError,
     Resolved,
@@ -26,7 +27,8 @@ from tilecast.registry.models import (
 )
 from tilecast.registry.tracking import configure, default_tracking_uri, ensure_experiment
 
-__all__ = ["DEFAULT_ALIAS", "AliasMove", "CalibrationSet", "FamilyCalibration", "LoadedPredictor", "RegistryError",
+__all__ = ["DEFAULT_ALIAS", "AliasMove", "CalibrationSet", "FamilyCalibration", "IncompatibleModelError",
+           "LoadedPredictor", "RegistryError",
            "RegistryKernelForecast", "RegistryPredictor", "Resolved", "alias_history", "configure",
            "default_tracking_uri", "ensure_experiment", "family_predictor", "forecast_from_registry",
            "load_calibration", "load_predictor", "load_registry_predictor", "log_predictor", "model_name",

@@ -25,7 +25,7 @@ from mlflow.models import ModelSignature
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 
 from tilecast.data.schema import kernel_dims
-from tilecast.predictors import PREDICTORS, KernelPredictor
+from tilecast.predictors import PREDICTORS, KernelPredictor, ModelFormatError
 from tilecast.specs import get_gpu
 from tilecast.tiles.ops import FAMILIES
 
@@ -47,6 +47,34 @@ class RegistryError(LookupError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class IncompatibleModelError(RegistryError):
+    """A registered version whose saved predictor this tilecast cannot read (an old or newer save format).
+
+    The message names the model, version (and alias when known), the format found and the formats read,
+    and the command that registers a loadable version.
+    """
+
+    def __init__(self, model: str, version: str, cause: ModelFormatError, alias: str | None = None) -> None:
+        self.model, self.version, self.cause, self.alias = model, str(version), cause, alias
+        super().__init__(self.describe())
+
+    @property
+    def fix(self) -> str:
+        """The command that registers a loadable version of this model."""
+        family = self.model.removeprefix(MODEL_PREFIX)
+        return train_command(family) if family in FAMILIES else "python jobs/train.py"
+
+    def describe(self) -> str:
+        where = f"{self.model} v{self.version}" + (f" (@{self.alias})" if self.alias else "")
+        return (f"{where} cannot be loaded: its {self.cause.kind} has {self.cause.found_text()}"
+                + (f" ({self.cause.detail})" if self.cause.detail else "")
+                + f", this tilecast reads {self.cause.supported_text()}; retrain it with `{self.fix}`")
+
+    def at_alias(self, alias: str) -> IncompatibleModelError:
+        """The same error naming the alias the version was reached through."""
+        return IncompatibleModelError(self.model, self.version, self.cause, alias)
 
 
 def model_name(family: str) -> str:
@@ -73,7 +101,11 @@ class TilePredictorModel(mlflow.pyfunc.PythonModel):
 
     def load_context(self, context) -> None:
         name = context.model_config["predictor"]
-        self.predictor = PREDICTORS[name].load(Path(context.artifacts["predictor"]))
+        directory = Path(context.artifacts["predictor"])
+        if name not in PREDICTORS:
+            raise ModelFormatError("predictor", directory, None, (),
+                                   f"unknown predictor {name!r}; known: {', '.join(sorted(PREDICTORS))}")
+        self.predictor = PREDICTORS[name].load(directory)
 
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
         gpu = (params or {}).get("gpu") or None
@@ -106,20 +138,28 @@ def log_predictor(predictor: KernelPredictor, input_example: pd.DataFrame,
     ``input_example``: a few rows in the family's kernel schema (with ``Device``). Version tags:
     ``tags`` plus the predictor name. Returns the registered :class:`ModelVersion` (no alias set).
     """
-    name = model_name(predictor.family)
-    example = input_example[[c for c in _signature(predictor.family).inputs.input_names() if c in input_example]]
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "predictor"
         directory.mkdir()
         predictor.save(directory)
-        info = mlflow.pyfunc.log_model(
-            name="model", python_model=str(ENTRY_FILE), artifacts={"predictor": str(directory)},
-            model_config={"predictor": predictor.name, "family": predictor.family},
-            signature=_signature(predictor.family), input_example=example.reset_index(drop=True),
-            pip_requirements=_requirements(predictor.name), registered_model_name=name)
+        return log_saved_predictor(directory, predictor.name, predictor.family, input_example, tags)
+
+
+def log_saved_predictor(directory: Path, predictor_name: str, family: str, input_example: pd.DataFrame,
+                        tags: dict[str, str] | None = None) -> ModelVersion:
+    """Log a predictor's ``save()`` ``directory`` as a pyfunc in the active run, registered as a new
+    ``tilecast-<family>`` version (what :func:`log_predictor` does after saving). Nothing is checked:
+    loading the version reads the directory."""
+    name = model_name(family)
+    example = input_example[[c for c in _signature(family).inputs.input_names() if c in input_example]]
+    info = mlflow.pyfunc.log_model(
+        name="model", python_model=str(ENTRY_FILE), artifacts={"predictor": str(directory)},
+        model_config={"predictor": predictor_name, "family": family},
+        signature=_signature(family), input_example=example.reset_index(drop=True),
+        pip_requirements=_requirements(predictor_name), registered_model_name=name)
     version = str(info.registered_model_version)
     client = MlflowClient()
-    for key, value in {"tilecast.predictor": predictor.name, **(tags or {})}.items():
+    for key, value in {"tilecast.predictor": predictor_name, **(tags or {})}.items():
         client.set_model_version_tag(name, version, key, str(value))
     return client.get_model_version(name, version)
 
@@ -182,15 +222,32 @@ class LoadedPredictor(NamedTuple):
 _CACHE: dict[tuple[str, str], KernelPredictor] = {}
 
 
-def load_version(uri: str) -> KernelPredictor:
-    """Load ``models:/<name>/<version>`` once per process (cache keyed by tracking URI and model URI)."""
+def load_version(uri: str, alias: str | None = None) -> KernelPredictor:
+    """Load ``models:/<name>/<version>`` once per process (cache keyed by tracking URI and model URI).
+
+    A version saved in a format this code cannot read raises :class:`IncompatibleModelError` (naming
+    ``alias`` when given).
+    """
     key = (mlflow.get_tracking_uri(), uri)
     if key not in _CACHE:
-        _CACHE[key] = mlflow.pyfunc.load_model(uri).unwrap_python_model().predictor
+        try:
+            _CACHE[key] = mlflow.pyfunc.load_model(uri).unwrap_python_model().predictor
+        except ModelFormatError as exc:
+            name, _, version = uri.removeprefix("models:/").partition("/")
+            raise IncompatibleModelError(name, version, exc, alias or _aliases_of(name, version)) from None
     return _CACHE[key]
+
+
+def _aliases_of(name: str, version: str) -> str | None:
+    """``challenger`` / ``challenger, @xgboost``: the aliases on a version, for messages (None: none or unknown)."""
+    try:
+        aliases = MlflowClient().get_model_version(name, version).aliases
+    except MlflowException:
+        return None
+    return ", @".join(sorted(aliases)) or None
 
 
 def load_predictor(family: str, alias: str = DEFAULT_ALIAS) -> LoadedPredictor:
     """The predictor behind ``tilecast-<family>@<alias>`` (champion falls back to challenger)."""
     resolved = resolve_alias(family, alias)
-    return LoadedPredictor(load_version(resolved.uri), resolved.version, resolved)
+    return LoadedPredictor(load_version(resolved.uri, resolved.alias), resolved.version, resolved)

@@ -34,7 +34,7 @@ from tilecast.predictors import evaluation_rows
 from tilecast.registry.aliases import AliasMove, alias_history, move_alias
 from tilecast.registry.forecaster import as_family_predictor, predictors_from_versions, register_forecaster
 from tilecast.registry.lineage import log_lineage
-from tilecast.registry.models import model_name
+from tilecast.registry.models import IncompatibleModelError, model_name
 from tilecast.registry.tracking import ensure_experiment
 from tilecast.specs import get_gpu
 from tilecast.tiles.ops import FAMILIES
@@ -124,6 +124,16 @@ def kernel_mape(predictor, rows: pd.DataFrame) -> float:
     return float(pd.Series(ape).groupby(rows["Device"].to_numpy()).mean().mean())
 
 
+def check_loadable(versions: Mapping[str, str], aliases: Mapping[str, str]) -> None:
+    """Load every ``tilecast-<family>`` version of ``versions`` (cached for scoring); one that cannot be
+    loaded raises :class:`IncompatibleModelError` naming it and ``aliases[family]``, before anything moves."""
+    for fam, version in versions.items():
+        try:
+            predictors_from_versions({fam: version})
+        except IncompatibleModelError as exc:
+            raise exc.at_alias(aliases[fam]) from None
+
+
 def score_suite(versions: Mapping[str, str], labels: pd.DataFrame, kernel_rows: Mapping[str, pd.DataFrame],
                 frames: tuple[dict, dict] | None = None) -> SuiteScore:
     """Measure one set of family versions: kernel MAPE (families of ``kernel_rows``) and e2e mean APE."""
@@ -182,7 +192,8 @@ def promote(families: Iterable[str] = FAMILIES, policy: PromotionPolicy | None =
             register: bool = True) -> PromotionResult:
     """Evaluate ``@challenger`` against ``@champion`` for ``families`` and move ``@champion`` if it passes.
 
-    Raises :class:`PromotionRefused` (champion untouched) when it does not pass or cannot be evaluated.
+    Raises :class:`PromotionRefused` (champion untouched) when it does not pass or cannot be evaluated, and
+    :class:`IncompatibleModelError` (nothing logged or moved) when a version to compare cannot be loaded.
     """
     families = tuple(dict.fromkeys(families))
     for fam in families:
@@ -202,6 +213,10 @@ def promote(families: Iterable[str] = FAMILIES, policy: PromotionPolicy | None =
                                f"@{CHAMPION} nor @{CHALLENGER}: `python jobs/train.py families=[{','.join(unset)}]`")
     first = all(v is None for v in champions.values())
     current = None if first else {f: champions[f] or candidate[f] for f in FAMILIES}
+    check_loadable(candidate, {f: CHALLENGER if f in families or champions[f] is None else CHAMPION
+                               for f in FAMILIES})
+    if current is not None:
+        check_loadable(current, {f: CHAMPION if champions[f] else CHALLENGER for f in FAMILIES})
     labels = labels or shipped_labels()
     frames = build_frames(labels.labels)
     rows = unseen_kernel_rows(families, policy)
