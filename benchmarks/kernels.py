@@ -261,8 +261,10 @@ def render(args: argparse.Namespace, unseen: pd.DataFrame, train_gpus: pd.DataFr
         "# Kernel benchmark", "",
         f"Made by `{cmd}` ({total_s / 60:.1f} min on this machine). Per-kernel APE in %: MAPE / median / p90.",
         "Fit on the 5 training GPUs only (random train shapes + test-shape rows of those GPUs); the unseen GPUs",
-        "are never trained on. `+calK`: a per-family correction fitted on K kernels of the target GPU drawn at",
-        f"random ({args.draws} draws, mean reported) and excluded from the evaluated rows.", "",
+        "are never trained on. `+calK`: a per-family correction (a MAPE-optimal scale plus a kernel-ridge residual",
+        "over the log2 shape, `src/tilecast/predictors/calibration.py`) fitted on K kernels of the target GPU drawn at",
+        f"random ({args.draws} draws, mean reported) and excluded from the evaluated rows. Load average at the end",
+        f"of the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (times are inflated above 2).", "",
         "## Headline: MAPE on the unseen GPUs (spec sheet only, then calibrated)", "",
         *headline(unseen, base + cal), "",
         f"Default predictor (lowest mean MAPE on unseen GPUs without calibration): **{default}** "
