@@ -6,6 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilecast.graph import memory_footprint
+from tilecast.graph.memory import live_peak
+from tilecast.graph.tape import Tape
 from tilecast.graph.torch_models import build_torch_model
 from tilecast.specs import get_model
 
@@ -28,12 +30,38 @@ def test_parameters_match_the_plain_torch_model(key):
     assert memory_footprint(key, 1, 128, "training").params_bytes == 4 * n
 
 
-def test_inference_keeps_nothing_for_backward():
+def test_inference_peak_holds_the_cache_and_the_logits():
     fp = memory_footprint("gpt2_large", 4, 1024)
-    assert fp.grads_bytes == fp.optimizer_bytes == fp.activations_bytes == 0
-    # the largest kernel working set: the LM head's input and logits
-    assert fp.transient_bytes == 4 * (4096 * 1280 + 4096 * 50257)
-    assert fp.total_bytes == fp.params_bytes + fp.transient_bytes
+    T, H, V, L = 4096, 1280, 50257, 36
+    assert fp.grads_bytes == fp.optimizer_bytes == 0
+    # use_cache: every block's fused QKV output stays (the returned key / value are views of it), and the logits
+    assert fp.activations_bytes == 4 * (L * 3 * T * H + T * V)
+    # the peak is the LM head writing the logits while it reads the final norm's output
+    assert fp.transient_bytes == 4 * T * H
+    assert fp.total_bytes == fp.params_bytes + fp.activations_bytes + fp.transient_bytes
+
+
+def test_inference_peak_in_attention_holds_two_score_tensors():
+    """Long sequences: the last block's scores and their masked / softmaxed copy are live at once."""
+    fp = memory_footprint("gpt3_27", 8, 2048)
+    spec = get_model("gpt3_27")
+    scores = 4 * 8 * spec.num_heads * 2048 * 2048
+    kv = 4 * spec.num_layers * 3 * 8 * 2048 * spec.hidden_size
+    assert fp.activations_bytes == kv  # the logits are not allocated yet
+    assert 2 * scores <= fp.transient_bytes < 2 * scores + 4 * 8 * 2048 * 4 * spec.hidden_size
+
+
+def test_live_peak_frees_after_the_last_reader_and_keeps_held_outputs():
+    t = Tape()
+    x = t.vec("a", "relu", [t.ext(10)], 1, 10)
+    y = t.vec("b", "relu", [x], 1, 100)
+    view = t.mem("v", [y], 100, alias=True)  # a view: no memory of its own, keeps y alive while read
+    z = t.vec("c", "relu", [view], 1, 5)  # peak: x 10 + y 100 + z 5
+    out = t.vec("d", "add", [z, x], 1, 7)  # y is freed: 10 + 5 + 7
+    t.hold(out)
+    assert live_peak(t) == (115, 0, z.node)
+    t.vec("e", "relu", [out], 1, 1000)  # x and z freed after d; out is held: 7 + 1000
+    assert live_peak(t) == (1007, 7, 5)
 
 
 def test_training_adds_gradients_adamw_state_and_activations():

@@ -1,13 +1,31 @@
-"""``build_graph``: a workload -> its :class:`OpGraph` (forward, and backward + accumulation in training)."""
+"""``build_graph``: a workload -> its :class:`OpGraph` (forward, and backward + accumulation in training).
+
+Repeated blocks are not all recorded. In the families of :data:`REPEATING_FAMILIES` every block
+records the same kernels whatever its index, and a block's lowering depends only on its neighbours
+(fusion groups reach across one block boundary at most), so the merged op counts of ``L`` blocks
+are affine in ``L``: ``counts(L) = counts(3) + (L - 3) * (counts(3) - counts(2))`` (first block,
+one middle block, last block). :func:`layer_ops` records the model with 2 and 3 blocks and scales;
+``scale_layers=False`` records every block (the reference the tests compare against).
+"""
 
 from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
 
 from tilecast.graph.blocks import Ctx
 from tilecast.graph.families import BUILDERS
 from tilecast.graph.lower import lower
-from tilecast.graph.ops import OpGraph
+from tilecast.graph.ops import Op, OpGraph, merge_ops, ops_of_tally, tally_ops
 from tilecast.graph.tape import Tape
 from tilecast.specs import ModelSpec, Workload, WorkloadError
+
+#: families whose blocks record identical kernels whatever their index (switch alternates sparse and
+#: dense blocks and sizes its router losses by the number of sparse blocks: recorded in full)
+REPEATING_FAMILIES = frozenset({"gpt2", "opt", "bert", "llama"})
+#: block counts recorded to scale from (first + last; first + middle + last)
+SHORT_BLOCKS = (2, 3)
 
 
 def as_workload(model: ModelSpec | str | Workload, batch: int | None = None, seq_len: int | None = None,
@@ -29,21 +47,69 @@ def record(workload: Workload) -> Tape:
     return tape
 
 
+@functools.lru_cache(maxsize=8)  # a workload's graphs are built together (scoring groups them)
+def _recorded(spec: ModelSpec, config: str, batch: int, seq_len: int, training: bool) -> Tape:
+    return record(Workload(spec, batch, seq_len, "training" if training else "inference"))
+
+
+def recorded(workload: Workload) -> Tape:
+    """:func:`record`, shared: the fused and plain graphs and the memory model of a workload read one
+    tape (recent ones are kept per process). Read-only: passes that change a tape copy it."""
+    spec = workload.model
+    return _recorded(spec, repr(sorted(spec.config.items())), workload.batch, workload.seq_len, workload.training)
+
+
 def num_blocks(spec: ModelSpec) -> int:
     """Repeated blocks of a model (encoder plus decoder blocks for encoder-decoders)."""
     return spec.num_layers + spec.num_decoder_layers
 
 
+def scalable(spec: ModelSpec) -> bool:
+    """Whether ``spec``'s graph can be recorded with :data:`SHORT_BLOCKS` blocks and scaled to all of them."""
+    return (spec.family in REPEATING_FAMILIES and not spec.num_decoder_layers
+            and spec.num_layers > SHORT_BLOCKS[-1])
+
+
+def with_blocks(workload: Workload, blocks: int) -> Workload:
+    """The same workload on the same model cut to ``blocks`` repeated blocks."""
+    return dataclasses.replace(workload, model=dataclasses.replace(workload.model, num_layers=blocks))
+
+
+def layer_ops(workload: Workload, lower_tape: Callable[[Tape], list[Op]], scale_layers: bool = True) \
+        -> tuple[Op, ...]:
+    """The merged ops ``lower_tape`` makes of ``workload``'s recorded tape, for all its blocks.
+
+    With ``scale_layers`` (and a :func:`scalable` model) from two short recordings (module docstring);
+    a count that would not scale (an op of the 2-block graph missing from the 3-block one, or fewer
+    of it) falls back to recording every block.
+    """
+    spec = workload.model
+    if not (scale_layers and scalable(spec)):
+        return merge_ops(lower_tape(recorded(workload)))
+    n_short, n_long = SHORT_BLOCKS
+    short = tally_ops(lower_tape(recorded(with_blocks(workload, n_short))))
+    long = tally_ops(lower_tape(recorded(with_blocks(workload, n_long))))
+    extra = spec.num_layers - n_long
+    for key, (_, count, names) in short.items():
+        entry = long.get(key)
+        if entry is None or entry[1] < count or any(n not in entry[2] for n in names):
+            return merge_ops(lower_tape(recorded(workload)))
+    for key, entry in long.items():
+        per_block = entry[1] - (short[key][1] if key in short else 0)
+        entry[1] += extra * per_block
+    return ops_of_tally(long)
+
+
 def build_graph(model: ModelSpec | str | Workload, batch: int | None = None, seq_len: int | None = None,
-                mode: str = "inference", fused: bool = False) -> OpGraph:
+                mode: str = "inference", fused: bool = False, scale_layers: bool = True) -> OpGraph:
     """The operator graph of ``model`` at ``batch`` x ``seq_len`` in ``mode`` (inference | training).
 
     ``model`` is a :class:`ModelSpec`, a catalog key, or a whole :class:`Workload` (then the other
     arguments are ignored). ``fused`` merges vector ops as torch.compile does (forward only).
+    ``scale_layers=False`` records every block instead of scaling two short recordings (same graph).
     Bad input raises :class:`~tilecast.specs.WorkloadError` naming the value.
     """
     wl = as_workload(model, batch, seq_len, mode, fused)
-    tape = record(wl)
-    return OpGraph.from_ops(lower(tape, wl.training, wl.fused), num_layers=num_blocks(wl.model),
-                            model=wl.model.key, batch=wl.batch, seq_len=wl.seq_len, mode=wl.mode,
-                            fused=wl.fused)
+    ops = layer_ops(wl, lambda tape: lower(tape, wl.training, wl.fused), scale_layers)
+    return OpGraph(ops, num_blocks(wl.model), dict(model=wl.model.key, batch=wl.batch, seq_len=wl.seq_len,
+                                                     mode=wl.mode, fused=wl.fused))

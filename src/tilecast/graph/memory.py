@@ -11,15 +11,30 @@ From the recorded forward pass:
   a GEMM, norm or activation; the output of softmax and tanh; an operand of a product whose other
   operand needs a gradient, so ``scores / const`` keeps nothing), plus one byte per element for
   dropout masks;
-- transient: the largest working set of a single kernel (its inputs and output), the peak on top
-  of what is kept (the logits or the attention scores, usually).
+- transient (training): the largest working set of a single kernel (its inputs and output), the
+  peak on top of what is kept (the logits or the attention scores, usually).
+
+Inference runs under ``torch.no_grad`` (eager PyTorch, one pass): nothing is kept for a backward,
+and a tensor is freed as soon as the last kernel reading it has run, except what the pass returns
+(the tape's ``held`` outputs: the logits and, for decoders with ``use_cache``, every block's key /
+value cache, which stays allocated whole when it is a view of a larger tensor, GPT-2's fused QKV).
+The footprint is the peak of that walk over the kernels in order: ``activations`` are the held
+outputs allocated at the peak, ``transient`` every other live tensor then (the last block's
+attention scores in flight, two ``B x heads x S x S`` tensors, or the logits being written).
+Views (``alias`` nodes) allocate nothing. Not modelled: the CUDA context and the allocator's
+caching and fragmentation (the fit policy's reserve is for those).
+
+Repeated blocks need not be recorded one by one (:mod:`tilecast.graph.build`): every part is a sum
+over blocks, or a peak that sits in the last block or after it, so it is affine in the number of
+blocks and :func:`memory_footprint` scales two short recordings (checked; else it records all).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass
 
-from tilecast.graph.build import as_workload, record
+from tilecast.graph.build import SHORT_BLOCKS, as_workload, recorded, scalable, with_blocks
 from tilecast.graph.tape import EXTERNAL, Node, Tape
 from tilecast.specs import ModelSpec, Workload
 
@@ -88,6 +103,38 @@ def _working_set(node: Node) -> int:
 OPTIMIZERS = ("adamw", None)
 
 
+def live_peak(tape: Tape) -> tuple[int, int, int]:
+    """Walk the kernels in order, freeing each tensor after its last reader (held outputs never):
+    ``(peak live elements, of which held outputs, the node at the peak)``."""
+    nodes = tape.nodes
+    base = list(range(len(nodes)))  # the tensor whose storage a node's output is (views: their input's)
+    last = list(range(len(nodes)))  # the last node that reads each storage
+    for node in nodes:
+        if node.alias and node.inputs and node.inputs[0].node != EXTERNAL:
+            base[node.id] = base[node.inputs[0].node]
+        for t in node.inputs:
+            if t.node != EXTERNAL:
+                b = base[t.node]
+                last[b] = max(last[b], node.id)
+    held = {base[i] for i in tape.held}
+    frees: dict[int, list[int]] = {}
+    for i, at in enumerate(last):
+        if base[i] == i and i not in held:
+            frees.setdefault(max(at, last[i]), []).append(i)
+    live = held_live = 0
+    peak = (0, 0, -1)
+    for node in nodes:
+        if base[node.id] == node.id:
+            live += node.out_numel
+            if node.id in held:
+                held_live += node.out_numel
+        if live > peak[0]:
+            peak = (live, held_live, node.id)
+        for i in frees.get(node.id, ()):
+            live -= nodes[i].out_numel
+    return peak
+
+
 def footprint_of(tape: Tape, training: bool, dtype: str = "fp32", optimizer: str | None = "adamw") \
         -> MemoryFootprint:
     """The footprint of a recorded forward pass (see the module docstring for each part)."""
@@ -98,9 +145,10 @@ def footprint_of(tape: Tape, training: bool, dtype: str = "fp32", optimizer: str
     size = DTYPE_BYTES[dtype]
     n_params = tape.num_params
     params = n_params * size
-    transient = max((_working_set(n) for n in tape.nodes), default=0) * size
     if not training:
-        return MemoryFootprint(params, 0, 0, 0, transient, dtype)
+        live, held, _ = live_peak(tape)
+        return MemoryFootprint(params, 0, 0, held * size, (live - held) * size, dtype)
+    transient = max((_working_set(n) for n in tape.nodes), default=0) * size
     per_param = ADAM_STATE_BYTES + (MASTER_COPY_BYTES if size < 4 else 0)
     optimizer_bytes = n_params * per_param if optimizer else 0
     masks = sum(n.out_numel for n in tape.nodes if n.kind == "mem" and n.saved)
@@ -108,10 +156,43 @@ def footprint_of(tape: Tape, training: bool, dtype: str = "fp32", optimizer: str
     return MemoryFootprint(params, params, optimizer_bytes, activations, transient, dtype)
 
 
+_FIELDS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "transient_bytes")
+
+
+def _scaled_footprint(wl: Workload, dtype: str, optimizer: str | None) -> MemoryFootprint | None:
+    """The footprint of all blocks from 2- and 3-block recordings; None when it would not be affine:
+    an inference peak before the blocks, or a peak part that differs between the two."""
+    tapes = [recorded(with_blocks(wl, n)) for n in SHORT_BLOCKS]
+    if not wl.training:
+        for tape in tapes:
+            at = live_peak(tape)[2]
+            if at < 0 or tape.nodes[at].section == "prologue":
+                return None
+    short, long = (footprint_of(t, wl.training, dtype, optimizer) for t in tapes)
+    if short.transient_bytes != long.transient_bytes:
+        return None
+    extra = wl.model.num_layers - SHORT_BLOCKS[-1]
+    step = SHORT_BLOCKS[-1] - SHORT_BLOCKS[0]
+    values = {}
+    for name in _FIELDS:
+        a, b = getattr(short, name), getattr(long, name)
+        if (b - a) % step or b < a:
+            return None
+        values[name] = b + extra * (b - a) // step
+    return dataclasses.replace(long, **values)
+
+
 def memory_footprint(model: ModelSpec | str | Workload, batch: int | None = None, seq_len: int | None = None,
-                     mode: str = "inference", dtype: str = "fp32", optimizer: str | None = "adamw") \
-        -> MemoryFootprint:
+                     mode: str = "inference", dtype: str = "fp32", optimizer: str | None = "adamw",
+                     scale_layers: bool = True) -> MemoryFootprint:
     """The device-memory footprint of ``model`` at ``batch`` x ``seq_len`` in ``mode`` at ``dtype``
-    (``optimizer=None``: training without optimizer state, as the labels were measured)."""
+    (``optimizer=None``: training without optimizer state, as the labels were measured).
+    ``scale_layers=False`` records every block instead of scaling two short recordings (same result)."""
     wl = as_workload(model, batch, seq_len, mode)
-    return footprint_of(record(wl), wl.training, dtype, optimizer)
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
+    if scale_layers and scalable(wl.model):
+        scaled = _scaled_footprint(wl, dtype, optimizer)
+        if scaled is not None:
+            return scaled
+    return footprint_of(recorded(wl), wl.training, dtype, optimizer)

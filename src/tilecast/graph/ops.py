@@ -111,27 +111,47 @@ def mem(phase: str, elements: int, **kw: Any) -> Op:
     return Op(phase, "mem", "mem", 1, 0, 0, 0, elements, mem_per_o=float(BYTES_PER_ELEMENT), **kw)
 
 
-def merge_ops(ops: Iterable[Op]) -> tuple[Op, ...]:
-    """Merge ops with the same :attr:`Op.key`, summing counts; names of merged origins are joined."""
-    first: dict[tuple, Op] = {}
-    counts: dict[tuple, int] = {}
-    names: dict[tuple, list[str]] = {}
+#: merged ops: :attr:`Op.key` -> [first op of that key, summed count, distinct names in order]
+Tally = dict[tuple, list]
+
+
+def tally_ops(ops: Iterable[Op]) -> Tally:
+    """Group ops by :attr:`Op.key` (ops with ``count == 0`` dropped), summing counts and collecting names.
+
+    The same :class:`Op` object met again (lowering memoises repeated kernels) is keyed once.
+    """
+    out: Tally = {}
+    key_of: dict[int, tuple[Op, tuple]] = {}  # id -> (op, key); holding the op keeps its id unique
     for op in ops:
         if op.count == 0:
             continue
-        key = op.key
-        if key in first:
-            counts[key] += op.count
-            if op.name and op.name not in names[key]:
-                names[key].append(op.name)
-        else:
-            first[key], counts[key], names[key] = op, op.count, [op.name] if op.name else []
+        seen = key_of.get(id(op))
+        if seen is None:
+            seen = key_of[id(op)] = (op, op.key)
+        key = seen[1]
+        entry = out.get(key)
+        if entry is None:
+            out[key] = [op, op.count, [op.name] if op.name else []]
+            continue
+        entry[1] += op.count
+        if op.name and op.name not in entry[2]:
+            entry[2].append(op.name)
+    return out
+
+
+def ops_of_tally(tally: Tally) -> tuple[Op, ...]:
+    """One op per key of ``tally`` (first-seen order) with the summed count; names of merged origins
+    joined (the first three, then how many more)."""
     out = []
-    for key, op in first.items():
-        parts = names[key]
+    for op, count, parts in tally.values():
         label = ", ".join(parts[:3]) + (f" (+{len(parts) - 3})" if len(parts) > 3 else "")
-        out.append(replace(op, count=counts[key], name=label))
+        out.append(op if (count == op.count and label == op.name) else replace(op, count=count, name=label))
     return tuple(out)
+
+
+def merge_ops(ops: Iterable[Op]) -> tuple[Op, ...]:
+    """Merge ops with the same :attr:`Op.key`, summing counts; names of merged origins are joined."""
+    return ops_of_tally(tally_ops(ops))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from tilecast.graph.build import build_graph, num_blocks, record
+from tilecast.graph.build import build_graph, layer_ops, num_blocks
 from tilecast.graph.lower import lower
 from tilecast.graph.ops import Op, OpGraph
 from tilecast.graph.tape import EXTERNAL, Node, Tape, Tensor
@@ -199,7 +199,7 @@ class _TensorParallelPass:
             self.comm.append(comm_op("bw", "allreduce", producer.out_numel, producer.section,
                                      f"{producer.name}.grad_allreduce"))
         tape = Tape(nodes=[self.shards[n.id].node for n in self.tape.nodes], section=self.tape.section,
-                    layer=self.tape.layer, param_numels=list(self.tape.param_numels))
+                    layer=self.tape.layer, param_numels=list(self.tape.param_numels), held=list(self.tape.held))
         return tape, self.comm
 
     def rewrite(self, node: Node, axis: str | None) -> tuple[Node, str | None]:
@@ -256,30 +256,41 @@ def tensor_parallel(tape: Tape, parallel: Parallel, spec: ModelSpec, training: b
                     lower: Callable[[Tape, bool, bool], list[Op]], num_layers: int,
                     meta: dict | None = None) -> OpGraph:
     """Lower one tensor-parallel rank's tape with ``lower(tape, training, fused)`` and add its all-reduces."""
-    sharded, comm = tensor_parallel_tape(tape, parallel, spec.vocab_size)
-    comm = [c for c in comm if training or c.phase == "fw"]
-    ops = [*lower(sharded, training, fused), *comm]
+    ops = tensor_parallel_ops(tape, parallel, spec, training, fused, lower)
     return OpGraph.from_ops(ops, num_layers, **(meta or {}), parallel=parallel.tag, degree=parallel.degree,
                             microbatches=parallel.microbatches)
 
 
+def tensor_parallel_ops(tape: Tape, parallel: Parallel, spec: ModelSpec, training: bool, fused: bool,
+                        lower: Callable[[Tape, bool, bool], list[Op]]) -> list[Op]:
+    """The ops of one tensor-parallel rank: its lowered tape, then its all-reduces (backward ones in training)."""
+    sharded, comm = tensor_parallel_tape(tape, parallel, spec.vocab_size)
+    comm = [c for c in comm if training or c.phase == "fw"]
+    return [*lower(sharded, training, fused), *comm]
+
+
 def build_parallel_graph(model: ModelSpec | str, batch: int, seq_len: int, mode: str = "inference",
-                         parallel: str | Parallel | None = None, fused: bool = False) -> OpGraph:
+                         parallel: str | Parallel | None = None, fused: bool = False,
+                         scale_layers: bool = True) -> OpGraph:
     """The op graph one GPU runs for ``model`` at global ``batch`` under ``parallel`` (None: one GPU).
 
     ``meta`` gains ``parallel`` (tag), ``degree`` and ``microbatches``; a scheme that cannot split
-    the workload raises :class:`ParallelismError` naming the value.
+    the workload raises :class:`ParallelismError` naming the value. ``scale_layers=False`` records
+    every block (see :func:`tilecast.graph.build.layer_ops`; the graph is the same).
     """
     spec = get_model(model) if isinstance(model, str) else model
     par = parse_parallel(parallel)
     check_parallel(spec, batch, par)
     wl = Workload(spec, local_batch(batch, par), seq_len, mode, fused)
     if par is None:
-        return build_graph(wl)
+        return build_graph(wl, scale_layers=scale_layers)
     if par.kind == "tp":
         meta = {"model": spec.key, "batch": batch, "seq_len": seq_len, "mode": mode, "fused": fused}
-        return tensor_parallel(record(wl), par, spec, wl.training, fused, lower, num_blocks(spec), meta)
-    graph = build_graph(wl)
+        ops = layer_ops(wl, lambda tape: tensor_parallel_ops(tape, par, spec, wl.training, fused, lower),
+                        scale_layers)
+        return OpGraph(ops, num_blocks(spec), {**meta, "parallel": par.tag, "degree": par.degree,
+                                               "microbatches": par.microbatches})
+    graph = build_graph(wl, scale_layers=scale_layers)
     graph = OpGraph(graph.ops, graph.num_layers, {**graph.meta, "batch": batch})
     if par.kind == "dp":
         return data_parallel(graph, par)

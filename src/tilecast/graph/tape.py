@@ -44,10 +44,17 @@ class Node:
     section: str = "layer"
     layer: int = -1
     saved: bool = False  # mem nodes: a mask kept for backward (dropout), one byte per element
+    alias: bool = False  # mem nodes: the output is a view of the first input (no memory of its own)
 
     @property
     def in_numels(self) -> tuple[int, ...]:
-        return tuple(t.numel for t in self.inputs)
+        return tuple([t.numel for t in self.inputs])
+
+    @property
+    def signature(self) -> tuple:
+        """Everything its ops depend on (not its position, block or producers): blocks repeat signatures."""
+        return (self.kind, self.op, self.dims, tuple([t.numel for t in self.inputs]), self.out_numel, self.grad,
+                self.params, self.section, self.name)
 
 
 @dataclass
@@ -58,6 +65,8 @@ class Tape:
     section: str = "prologue"
     layer: int = -1
     param_numels: list[int] = field(default_factory=list)  # + free lookups' tables, - tied duplicates
+    held: list[int] = field(default_factory=list)  # nodes whose outputs live to the end of the pass
+
 
     def at(self, section: str, layer: int = -1) -> None:
         """Tag the following nodes with ``section`` (and block index ``layer``)."""
@@ -69,9 +78,10 @@ class Tape:
         return Tensor(EXTERNAL, int(numel))
 
     def add(self, name: str, kind: str, op: str, dims: Sequence[int], inputs: Sequence[Tensor],
-             out_numel: int, grad: str, params: Sequence[int] = (), saved: bool = False) -> Tensor:
+             out_numel: int, grad: str, params: Sequence[int] = (), saved: bool = False,
+             alias: bool = False) -> Tensor:
         node = Node(len(self.nodes), name, kind, op, tuple(int(d) for d in dims), tuple(inputs),
-                    int(out_numel), grad, tuple(int(p) for p in params), self.section, self.layer, saved)
+                    int(out_numel), grad, tuple(int(p) for p in params), self.section, self.layer, saved, alias)
         self.nodes.append(node)
         return Tensor(node.id, node.out_numel)
 
@@ -94,15 +104,22 @@ class Tape:
         return self.vec(name, "ln", [x], rows, h, params=(h, h))
 
     def mem(self, name: str, inputs: Sequence[Tensor], out_numel: int, grad: str = "copy",
-            saved: bool = False) -> Tensor:
-        """Data movement (slice, mask select, dropout in training, contiguous copy ...)."""
-        return self.add(name, "mem", "mem", (), inputs, out_numel, grad, saved=saved)
+            saved: bool = False, alias: bool = False) -> Tensor:
+        """Data movement (slice, mask select, dropout in training, contiguous copy ...); ``alias``: the
+        eager module returns a view of its first input (costed as the reference graphs cost it, but no
+        memory of its own)."""
+        return self.add(name, "mem", "mem", (), inputs, out_numel, grad, saved=saved, alias=alias)
 
     def embedding(self, name: str, ids: Tensor, vocab: int, h: int, owns: bool = True) -> Tensor:
         """Row gather from a ``vocab x h`` table for ``ids.numel`` ids; ``owns`` the table unless it is
         another gather's (a second use of a shared table accumulates no second gradient)."""
         return self.add(name, "embedding", "mem", (vocab, h), [ids], ids.numel * h, "embedding",
                          (vocab * h,) if owns else ())
+
+    def hold(self, *tensors: Tensor) -> None:
+        """Outputs the pass returns (logits, the key / value cache of ``use_cache``): their producers'
+        outputs stay allocated to the end (a view keeps its whole base tensor). Costs no kernel."""
+        self.held.extend(t.node for t in tensors if t.node != EXTERNAL and t.node not in self.held)
 
     def free_params(self, numel: int) -> None:
         """Parameters whose use costs nothing in the graph (position / token-type tables)."""

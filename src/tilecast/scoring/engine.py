@@ -28,6 +28,7 @@ import pandas as pd
 from distributed import Client, as_completed
 
 from tilecast.forecast.ops import op_family
+from tilecast.graph.build import SHORT_BLOCKS, num_blocks, scalable
 from tilecast.scoring.aggregate import summarise_cells
 from tilecast.scoring.cluster import DaskConfig
 from tilecast.scoring.graph_cache import GraphCache
@@ -95,9 +96,14 @@ def _gather(client: Client, futures: list, progress: bool, desc: str) -> list:
         bar.close()
 
 
-def _layers(model: str) -> int:
+def _recorded_blocks(model: str) -> int:
+    """Blocks the graph builder records for ``model`` (two short recordings, or every block)."""
     spec = get_model(model)
-    return spec.num_layers + spec.num_decoder_layers
+    return sum(SHORT_BLOCKS) if scalable(spec) else num_blocks(spec)
+
+
+#: graphs of one workload (plain / fused, parallel layouts) share a recorded tape: built in one task
+_WORKLOAD = ["model", "batch", "seq_len", "mode"]
 
 
 def _chunks(n: int, size: int) -> Iterable[slice]:
@@ -107,11 +113,14 @@ def _chunks(n: int, size: int) -> Iterable[slice]:
 
 def _build(client: Client, graphs: pd.DataFrame, dask: DaskConfig, progress: bool, optimizer: str | None
            ) -> tuple[pd.DataFrame, pd.DataFrame, int]:
-    """Build graphs on the workers, dealt round-robin by expected cost so the tasks take similar time."""
-    cost = graphs["model"].map(_layers) * np.where(graphs["mode"] == "training", 3, 1)
-    order = graphs.iloc[np.argsort(-cost.to_numpy(), kind="stable")]
-    n_parts = max(1, -(-len(order) // GRAPHS_PER_TASK))
-    parts = [order.iloc[i::n_parts] for i in range(n_parts)]
+    """Build graphs on the workers: the graphs of one workload together (they share its recorded tape),
+    workloads dealt round-robin by expected cost so the tasks take similar time."""
+    cost = graphs["model"].map(_recorded_blocks) * np.where(graphs["mode"] == "training", 3, 1)
+    groups = list(graphs.assign(_cost=cost.to_numpy()).groupby(_WORKLOAD, sort=False))
+    group_cost = np.array([g["_cost"].sum() for _, g in groups])
+    order = [groups[i][1].drop(columns="_cost") for i in np.argsort(-group_cost, kind="stable")]
+    n_parts = max(1, min(len(order), -(-len(graphs) // GRAPHS_PER_TASK)))
+    parts = [pd.concat(order[i::n_parts]) for i in range(n_parts)]
     futures = client.map(build_graphs, parts, optimizer=optimizer, retries=dask.retries, pure=False)
     built = _gather(client, futures, progress, "graphs")
     return (pd.concat([b[0] for b in built], ignore_index=True), pd.concat([b[1] for b in built], ignore_index=True),

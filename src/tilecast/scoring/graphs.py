@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tilecast.forecast import workload_frame
 from tilecast.forecast.ops import COMM_KINDS
+from tilecast.graph.ops import OpGraph
+from tilecast.graph.parallel import build_parallel_graph
 from tilecast.scoring.matrix import NO_PARALLEL
 from tilecast.scoring.memory import memory_required_bytes
 
@@ -31,6 +32,36 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+_INT_COLUMNS = ("b", "m", "n", "k", "h", "count")
+
+
+def _append_rows(columns: dict[str, list], graph_id: int, graph: OpGraph) -> None:
+    """The graph's op rows (:data:`FRAME_COLUMNS`, as ``OpGraph.to_frame`` has them) onto ``columns``."""
+    for o in graph.ops:
+        columns["graph_id"].append(graph_id)
+        columns["phase"].append(o.phase)
+        columns["kind"].append(o.kind)
+        columns["op"].append(o.op)
+        columns["b"].append(o.b)
+        columns["m"].append(o.m)
+        columns["n"].append(o.n)
+        columns["k"].append(o.k)
+        columns["h"].append(o.h)
+        columns["count"].append(o.count)
+        columns["flops"].append(o.flops)
+        columns["bytes"].append(o.bytes)
+        columns["mem_per_o"].append(o.mem_per_o)
+        columns["ops_per_o"].append(o.ops_per_o)
+        columns["section"].append(o.section)
+
+
+def _rows_frame(columns: dict[str, list]) -> pd.DataFrame:
+    data = {c: (np.asarray(v, dtype=np.int64) if c in _INT_COLUMNS or c == "graph_id" else
+                np.asarray(v, dtype=float) if c in ("flops", "bytes", "mem_per_o", "ops_per_o") else
+                np.asarray(v, dtype=object)) for c, v in columns.items()}
+    return pd.DataFrame(data, columns=["graph_id", *FRAME_COLUMNS])
+
+
 def build_graphs(graphs: pd.DataFrame, optimizer: str | None = "adamw") -> tuple[pd.DataFrame, pd.DataFrame]:
     """Op rows (``graph_id`` + :data:`FRAME_COLUMNS`) and one info row per graph (:data:`INFO_COLUMNS`).
 
@@ -39,33 +70,31 @@ def build_graphs(graphs: pd.DataFrame, optimizer: str | None = "adamw") -> tuple
     others are unaffected. A memory model failure leaves the graph's memory unknown (``mem_error``),
     its latency still stands. Runs on a Dask worker.
     """
-    frames, info = [], []
+    columns: dict[str, list] = {c: [] for c in ("graph_id", *FRAME_COLUMNS)}
+    info = []
     for g in graphs.itertuples(index=False):
         parallel = None if g.parallel == NO_PARALLEL else g.parallel
         row = {"graph_id": g.graph_id, "num_layers": 1, "parallel_kind": None, "degree": 1, "microbatches": 1,
                "mem_required_bytes": np.nan, "graph_error": None, "mem_error": None}
         try:
-            frame = workload_frame(g.model, int(g.batch), int(g.seq_len), g.mode, parallel, bool(g.fused))
+            graph = build_parallel_graph(g.model, int(g.batch), int(g.seq_len), g.mode, parallel, bool(g.fused))
         except Exception as exc:  # noqa: BLE001 - any failure is this cell's error, never the run's
             row["graph_error"] = _error(exc)
             info.append(row)
             continue
-        attrs = frame.attrs
-        tag = attrs.get("parallel")
-        row.update(num_layers=int(attrs.get("num_layers", 1) or 1), degree=int(attrs.get("degree", 1) or 1),
-                   microbatches=int(attrs.get("microbatches", 1) or 1),
+        meta = graph.meta
+        tag = meta.get("parallel")
+        row.update(num_layers=int(graph.num_layers or 1), degree=int(meta.get("degree", 1) or 1),
+                   microbatches=int(meta.get("microbatches", 1) or 1),
                    parallel_kind=None if not tag else str(tag)[:2])
         try:
             row["mem_required_bytes"] = memory_required_bytes(g.model, int(g.batch), int(g.seq_len), g.mode,
                                                               parallel, optimizer)
         except Exception as exc:  # noqa: BLE001 - the latency stands; ``fits`` stays unknown
             row["mem_error"] = _error(exc)
-        sub = frame[list(FRAME_COLUMNS)].copy()
-        sub.insert(0, "graph_id", g.graph_id)
-        frames.append(sub)
+        _append_rows(columns, g.graph_id, graph)
         info.append(row)
-    ops = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["graph_id", *FRAME_COLUMNS])
-    return ops, pd.DataFrame(info, columns=list(INFO_COLUMNS))
+    return _rows_frame(columns), pd.DataFrame(info, columns=list(INFO_COLUMNS))
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ def build(c: Ctx) -> None:
     first = t.mem("pooler.first_token", [x], B * H)
     pooled = activation(c, "pooler.activation", t.linear("pooler.dense", first, B, H, H), B, H, "tanh")
     if not c.training:
-        t.linear("classifier", dropout(c, "dropout", pooled), B, H, NUM_LABELS)
+        t.hold(t.linear("classifier", dropout(c, "dropout", pooled), B, H, NUM_LABELS))
         return
     h = t.linear("cls.predictions.transform.dense", x, T, H, H)
     h = t.ln("cls.predictions.transform.LayerNorm", activation(c, "cls.predictions.transform.act", h, T, H,

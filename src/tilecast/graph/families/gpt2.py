@@ -11,10 +11,11 @@ def attention(c: Ctx, x: Tensor) -> Tensor:
     t, s = c.tape, c.spec
     T, S, H, nh, hd = c.tokens, c.seq, s.hidden_size, s.num_heads, s.head_dim
     qkv = t.linear("attn.c_attn", x, T, H, 3 * H)
-    q, k, v = (t.mem(f"attn.split.{p}", [Tensor(qkv.node, 1)], T * H) for p in "qkv")
+    t.hold(qkv)  # use_cache: the returned key / value are views of the fused QKV output
+    q, k, v = (t.mem(f"attn.split.{p}", [Tensor(qkv.node, 1)], T * H, alias=True) for p in "qkv")
     scores = t.matmul("attn.scores", q, k, c.batch * nh, S, hd, S)
     scores = t.vec("attn.scale", "div", [scores, t.ext(1)], c.batch * nh * S, S)  # / torch.full(sqrt(d))
-    causal = t.mem("attn.bias_slice", [t.ext(s.max_positions ** 2), t.ext(1), t.ext(1)], S * S)
+    causal = t.mem("attn.bias_slice", [t.ext(s.max_positions ** 2), t.ext(1), t.ext(1)], S * S, alias=True)
     scores = t.mem("attn.where", [causal, scores, t.ext(1)], scores.numel)
     ctx = softmax_attention(c, "attn", scores, v, nh, S, S, hd)
     ctx = t.mem("attn.contiguous", [ctx], T * H)
@@ -49,5 +50,5 @@ def build(c: Ctx) -> None:
         x = t.vec("mlp.residual", "add", [x, m], T, H)
     t.at("epilogue")
     x = t.ln("ln_f", x, T, H)
-    t.linear("lm_head", x, T, H, s.vocab_size, bias=False)
+    t.hold(t.linear("lm_head", x, T, H, s.vocab_size, bias=False))
     t.tied_params(s.vocab_size * H)  # lm_head.weight is the token embedding

@@ -15,8 +15,8 @@ def rotary(c: Ctx, name: str, x: Tensor, heads: int, cos: Tensor, sin: Tensor) -
     t, hd = c.tape, c.spec.head_dim
     rows, n = c.batch * heads * c.seq, x.numel
     a = t.vec(f"{name}.mul_cos", "mul", [x, cos], rows, hd)
-    x1 = t.mem(f"{name}.x1", [x], n // 2)
-    x2 = t.vec(f"{name}.neg", "neg", [t.mem(f"{name}.x2", [x], n // 2)], rows, hd // 2)
+    x1 = t.mem(f"{name}.x1", [x], n // 2, alias=True)  # slices: views
+    x2 = t.vec(f"{name}.neg", "neg", [t.mem(f"{name}.x2", [x], n // 2, alias=True)], rows, hd // 2)
     rot = t.mem(f"{name}.cat", [x2, x1], n)
     b = t.vec(f"{name}.mul_sin", "mul", [rot, sin], rows, hd)
     return t.vec(f"{name}.add", "add", [a, b], rows, hd)
@@ -29,6 +29,7 @@ def attention(c: Ctx, x: Tensor, mask: Tensor, cos: Tensor, sin: Tensor) -> Tens
     q = rotary(c, "attn.q_rotary", t.linear("attn.q_proj", x, T, H, nh * hd, bias=False), nh, cos, sin)
     k = rotary(c, "attn.k_rotary", t.linear("attn.k_proj", x, T, H, nkv * hd, bias=False), nkv, cos, sin)
     v = t.linear("attn.v_proj", x, T, H, nkv * hd, bias=False)
+    t.hold(k, v)  # use_cache: the cache keeps the rotated keys and the values (before repeat_kv)
     if nkv != nh:  # repeat_kv: expand + reshape materialises nh heads
         k = t.mem("attn.repeat_k", [k], T * nh * hd)
         v = t.mem("attn.repeat_v", [v], T * nh * hd)
@@ -67,6 +68,6 @@ def build(c: Ctx) -> None:
         x = t.vec("mlp.residual", "add", [x, mlp(c, rms_norm(c, "post_attention_layernorm", x, T, H))], T, H)
     t.at("epilogue")
     x = rms_norm(c, "norm", x, T, H)
-    t.linear("lm_head", x, T, H, s.vocab_size, bias=False)
+    t.hold(t.linear("lm_head", x, T, H, s.vocab_size, bias=False))
     if s.tie_word_embeddings:
         t.tied_params(s.vocab_size * H)

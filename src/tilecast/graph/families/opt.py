@@ -14,6 +14,7 @@ def attention(c: Ctx, x: Tensor, mask: Tensor) -> Tensor:
     k = t.mem("attn.k_contiguous", [t.linear("attn.k_proj", x, T, H, H)], T * H)
     v = t.mem("attn.v_contiguous", [t.linear("attn.v_proj", x, T, H, H)], T * H)
     q = t.mem("attn.q_contiguous", [q], T * H)
+    t.hold(k, v)  # use_cache: the per-head key / value copies are returned
     scores = t.matmul("attn.scores", q, k, c.batch * nh, S, hd, S)
     scores = t.vec("attn.mask", "add", [scores, mask], c.batch * nh * S, S)
     ctx = softmax_attention(c, "attn", scores, v, nh, S, S, hd)
@@ -52,4 +53,4 @@ def build(c: Ctx) -> None:
         x = t.linear("project_out", x, T, H, P, bias=False)
     logits = t.linear("lm_head", x, T, P, s.vocab_size, bias=False)
     t.tied_params(s.vocab_size * P)  # lm_head.weight is the token embedding
-    t.mem("logits.contiguous", [logits], logits.numel)
+    t.hold(t.mem("logits.contiguous", [logits], logits.numel, alias=True))  # already contiguous: a no-op

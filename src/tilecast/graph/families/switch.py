@@ -35,14 +35,17 @@ def position_bias(c: Ctx, mask: Tensor, bidirectional: bool) -> Tensor:
     return t.vec("bias.add_mask", "add", [bias, mask], c.batch * s.num_heads * S, S)
 
 
-def attention(c: Ctx, name: str, x: Tensor, kv: Tensor, bias: Tensor) -> Tensor:
-    """``SwitchTransformersAttention`` (T5: no scaling; position bias and mask added to the scores)."""
+def attention(c: Ctx, name: str, x: Tensor, kv: Tensor, bias: Tensor, cache: bool = False) -> Tensor:
+    """``SwitchTransformersAttention`` (T5: no scaling; position bias and mask added to the scores);
+    ``cache``: a decoder block's key / value projections are returned (use_cache)."""
     t, s = c.tape, c.spec
     T, S, H, nh, d = c.tokens, c.seq, s.hidden_size, s.num_heads, s.head_dim
     inner = nh * d
     q = t.linear(f"{name}.q", x, T, H, inner, bias=False)
     k = t.linear(f"{name}.k", kv, T, H, inner, bias=False)
     v = t.linear(f"{name}.v", kv, T, H, inner, bias=False)
+    if cache:
+        t.hold(k, v)
     scores = t.matmul(f"{name}.scores", q, k, c.batch * nh, S, d, S)
     scores = t.vec(f"{name}.add_bias", "add", [scores, bias], c.batch * nh * S, S)
     ctx = t.mem(f"{name}.contiguous", [softmax_attention(c, name, scores, v, nh, S, S, d)], T * inner)
@@ -63,9 +66,9 @@ def feed_forward(c: Ctx, block: int, x: Tensor) -> Tensor:
     return t.vec("ff.residual", "add", [x, dropout(c, "ff.out_dropout", h)], T, H)
 
 
-def self_attention_block(c: Ctx, x: Tensor, bias: Tensor) -> Tensor:
+def self_attention_block(c: Ctx, x: Tensor, bias: Tensor, cache: bool = False) -> Tensor:
     h = rms_norm(c, "attn.layer_norm", x, c.tokens, c.spec.hidden_size)
-    return c.tape.vec("attn.residual", "add", [x, attention(c, "attn", h, h, bias)], c.tokens,
+    return c.tape.vec("attn.residual", "add", [x, attention(c, "attn", h, h, bias, cache)], c.tokens,
                       c.spec.hidden_size)
 
 
@@ -83,6 +86,7 @@ def build(c: Ctx) -> None:
         x = feed_forward(c, i, self_attention_block(c, x, enc_bias))
     t.at("prologue")
     enc = dropout(c, "encoder.final_dropout", rms_norm(c, "encoder.final_layer_norm", x, T, H))
+    t.hold(enc)  # encoder_last_hidden_state is returned
     t.mem("decoder.causal.arange_q", [t.ext(S)], S)
     t.mem("decoder.causal.arange_k", [t.ext(S)], S)
     causal = t.mem("decoder.causal.expand", [t.ext(B * S * S)], B * S * S)
@@ -96,14 +100,14 @@ def build(c: Ctx) -> None:
     cross_bias = t.vec("cross.bias.add_mask", "add", [t.ext(nh * S * S), xmask], B * nh * S, S)
     for i in range(n_dec):
         t.at("layer", n_enc + i)
-        y = self_attention_block(c, y, self_bias)
+        y = self_attention_block(c, y, self_bias, cache=True)
         h = rms_norm(c, "cross.layer_norm", y, T, H)
-        y = t.vec("cross.residual", "add", [y, attention(c, "cross", h, enc, cross_bias)], T, H)
+        y = t.vec("cross.residual", "add", [y, attention(c, "cross", h, enc, cross_bias, cache=True)], T, H)
         y = feed_forward(c, i, y)
     t.at("epilogue")
     y = dropout(c, "decoder.final_dropout", rms_norm(c, "decoder.final_layer_norm", y, T, H))
     y = t.vec("lm_head.scale", "mulu", [y], T, H)  # tied embeddings: x * d_model ** -0.5
-    t.linear("lm_head", y, T, H, s.vocab_size, bias=False)
+    t.hold(t.linear("lm_head", y, T, H, s.vocab_size, bias=False))
     if s.tie_word_embeddings:
         t.tied_params(s.vocab_size * H)
     router_losses(c, sum(is_sparse(c, i) for i in range(n_enc)))
