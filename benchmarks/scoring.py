@@ -9,7 +9,8 @@ the previous night, ops and cells forecast again). RSS is sampled every 50 ms ov
 process tree (client, nanny and worker processes); the client's own peak is reported too. ``wall_s``
 is the job process from start to exit (imports, validation, Dask, writing), ``total_s`` the run's own
 clock from starting the cluster to the written table, ``cpu_s`` the CPU seconds of the job and all its
-processes (a load-independent measure on a shared machine). The time split comes from ``run.json``.
+processes (a load-independent measure on a shared machine), ``load`` the 1-minute load average when the
+run started and when it ended. The time split comes from ``run.json``.
 ``--forecaster auto`` uses the registered champions
 when the registry has every family, the roofline otherwise (the table says which).
 """
@@ -61,6 +62,7 @@ def run_job(matrix: str, workers: int, forecaster: str, out: Path, tracking_uri:
            f"hydra.run.dir={out / '.hydra'}"]
     if tracking_uri:
         cmd.append(f"mlflow.tracking_uri={tracking_uri}")
+    load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -78,7 +80,8 @@ def run_job(matrix: str, workers: int, forecaster: str, out: Path, tracking_uri:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{stderr[-3000:]}")
     meta = json.loads((out / "2000-01-01" / "run.json").read_text())
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)  # the job and every process it reaped
-    return {"wall_s": wall, "cpu_s": cpu, "client_rss_mb": peaks.get("client", 0) / MB,
+    return {"wall_s": wall, "cpu_s": cpu, "load": f"{load0:.1f}-{os.getloadavg()[0]:.1f}",
+            "client_rss_mb": peaks.get("client", 0) / MB,
             "tree_rss_mb": peaks.get("tree", 0) / MB, "predictor": meta["predictor"],
             "versions": meta.get("versions", {}), **meta["stats"]}
 
@@ -101,7 +104,7 @@ def table(rows: list[dict]) -> str:
             ("distinct_ops", "{:,}"), ("wall_s", "{:.1f}"), ("cpu_s", "{:.0f}"), ("total_s", "{:.1f}"),
             ("cells_per_s", "{:,.0f}"),
             ("cluster_s", "{:.1f}"), ("graphs_s", "{:.1f}"), ("predict_s", "{:.1f}"), ("aggregate_s", "{:.2f}"),
-            ("write_s", "{:.2f}"), ("client_rss_mb", "{:,.0f}"), ("tree_rss_mb", "{:,.0f}")]
+            ("write_s", "{:.2f}"), ("client_rss_mb", "{:,.0f}"), ("tree_rss_mb", "{:,.0f}"), ("load", "{}")]
     out = ["| " + " | ".join(c for c, _ in cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         out.append("| " + " | ".join(f.format(r[c]) for c, f in cols) + " |")
