@@ -41,7 +41,6 @@ def paper_shaped(table: pd.DataFrame, mode: str, rows: Mapping[str, str]) -> dic
                 hit = by_cell.loc[[(r.model, r.batch)]].iloc[0]
                 for label, col in rows.items():
                     block.loc[label, name] = hit[col]
-        block = block.loc[:, block.notna().any()]
         block["mean"] = block.mean(axis=1)
         out[str(device)] = block
     return out
