@@ -16,3 +16,19 @@ def test_kernels():
         return cache[name]
 
     return load
+
+
+@pytest.fixture(scope="session", autouse=True)
+def repo_store_untouched():
+    """No test may write into the repository's own MLflow store (``mlruns/``): every test uses a throwaway
+    store. A run or logged model under the Default experiment of a fresh sqlite store lands in
+    ``./mlruns`` (relative to the working directory) unless the experiment names its artifact location."""
+    from tilecast.paths import MLRUNS_DIR
+
+    def snapshot() -> set[str]:
+        return {str(p.relative_to(MLRUNS_DIR)) for p in MLRUNS_DIR.rglob("*")} if MLRUNS_DIR.exists() else set()
+
+    before = snapshot()
+    yield
+    added = sorted(snapshot() - before)
+    assert not added, f"tests wrote into {MLRUNS_DIR}: {added[:5]}"

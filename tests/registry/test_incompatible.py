@@ -21,7 +21,7 @@ from tilecast.registry import RegistryError, load_predictor, log_predictor, move
 from tilecast.registry.aliases import alias_history
 from tilecast.registry.models import IncompatibleModelError, log_saved_predictor
 from tilecast.registry.promotion import alias_versions, promote
-from tilecast.registry.tracking import ENV_VAR, configure
+from tilecast.registry.tracking import ENV_VAR, configure, ensure_experiment
 from tilecast.tiles.ops import FAMILIES
 
 EXAMPLE = {"bmm": {"OPName": "bmm", "B": 2, "M": 64, "N": 64, "K": 64},
@@ -50,7 +50,7 @@ def store(tmp_path_factory):
     predictor in the old layout, takes @challenger; ``tilecast-bmm`` v2 has a newer format (no alias)."""
     before = (mlflow.get_tracking_uri(), mlflow.get_registry_uri())
     uri = configure(f"sqlite:///{tmp_path_factory.mktemp('incompatible') / 'mlflow.db'}")
-    with mlflow.start_run():
+    with mlflow.start_run(experiment_id=ensure_experiment("incompatible")):  # artifacts inside the store
         for fam in FAMILIES:
             mv = log_predictor(fit_predictor("roofline", fam, None), _example(fam))
             for alias in ("champion", "challenger"):

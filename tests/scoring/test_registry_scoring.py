@@ -28,6 +28,7 @@ def champions(sqlite_uri):
     """Roofline predictors registered for every family with @champion, on a throwaway sqlite store."""
     from tilecast.predictors import fit_predictor
     from tilecast.registry import configure, log_predictor, move_alias
+    from tilecast.registry.tracking import ensure_experiment
 
     before = (mlflow.get_tracking_uri(), mlflow.get_registry_uri())
     uri = configure(sqlite_uri)
@@ -35,7 +36,7 @@ def champions(sqlite_uri):
                "linear": {"OPName": "linear", "B": 1, "M": 64, "N": 64, "K": 64},
                "elementwise": {"OPName": "add", "B": 64, "H": 512}, "softmax": {"OPName": "softmax", "B": 64, "H": 512},
                "layernorm": {"OPName": "ln", "B": 64, "H": 512}}
-    with mlflow.start_run():
+    with mlflow.start_run(experiment_id=ensure_experiment("scoring-test")):  # artifacts inside the store
         for fam in FAMILIES:
             mv = log_predictor(fit_predictor("roofline", fam, pd.DataFrame()),
                                pd.DataFrame([{**example[fam], "Device": "NVIDIA L4"}] * 2))
