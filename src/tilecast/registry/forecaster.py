@@ -34,10 +34,12 @@ from tilecast.predictors import KernelPredictor
 from tilecast.registry.aliases import move_alias
 from tilecast.registry.kernel_forecast import family_predictor
 from tilecast.registry.models import load_version, model_name
+from tilecast.registry.tracking import ensure_experiment
 
 log = logging.getLogger(__name__)
 
 FORECASTER_NAME = "tilecast-forecaster"
+FORECASTER_EXPERIMENT = "tilecast-forecaster"  # runs that register a forecaster outside promote
 BUNDLE_TAG = "tilecast.bundle"  # version tag: JSON family -> "tilecast-<family> v<n>"
 INPUT_COLUMNS = ("model", "gpu", "batch", "seq_len", "mode")
 OUTPUT_COLUMNS = ("model", "gpu", "batch", "seq_len", "mode", "parallel", "fused", *SUMMARY_KEYS, "error")
@@ -174,12 +176,16 @@ def register_forecaster(versions: Mapping[str, str], alias: str = "champion", re
                         metrics: Mapping[str, float] | None = None, experiment_id: str | None = None) -> str:
     """Register (or reuse) the forecaster bundling ``tilecast-<family>`` ``versions`` and move ``@alias`` to it.
 
-    Logs a run in ``experiment_id`` (or the active one) with each family's model directory as an artifact.
-    Returns the forecaster version.
+    Logs a run in ``experiment_id`` (default: the active run's experiment, else ``tilecast-forecaster``, never
+    the store's Default experiment, whose artifacts would land in ``./mlruns`` of the working directory)
+    with each family's model directory as an artifact. Returns the forecaster version.
     """
     client = MlflowClient()
     version = find_forecaster(versions, client)
     if version is None:
+        if experiment_id is None:
+            active = mlflow.active_run()
+            experiment_id = active.info.experiment_id if active else ensure_experiment(FORECASTER_EXPERIMENT)
         with tempfile.TemporaryDirectory() as tmp, \
                 mlflow.start_run(experiment_id=experiment_id, run_name="forecaster", nested=True):
             artifacts = {}

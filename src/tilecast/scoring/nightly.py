@@ -25,7 +25,7 @@ from tilecast.reports.build import ReportSettings
 from tilecast.reports.diff import RunDiff
 from tilecast.reports.fleet import Fleet
 from tilecast.reports.run import write_report_into
-from tilecast.scoring.run import ScoreRun, ScoreSettings, prepare, quiet_under_ci, score_into
+from tilecast.scoring.run import ScoreRun, ScoreSettings, prepare, quiet_logs, score_into
 from tilecast.scoring.store import RunStore
 from tilecast.tiles.ops import FAMILIES
 
@@ -93,7 +93,7 @@ def run_nightly(settings: NightlySettings, config_yaml: str | None = None) -> Ni
     from tilecast.registry.tracking import configure, ensure_experiment
 
     t0 = time.perf_counter()
-    quiet_under_ci()
+    quiet_logs()
     configure(settings.score.tracking_uri)
     boot = ensure_champion(settings, config_yaml) if settings.score.predictor == "registry" else ()
     prep = prepare(settings.score)

@@ -96,11 +96,13 @@ def show_progress(setting: bool | None) -> bool:
     return sys.stderr.isatty() and not under_ci()
 
 
-def quiet_under_ci() -> None:
-    """Under CI only warnings and errors are logged (the job still prints its one-line summary)."""
-    if under_ci():
-        for name in ("tilecast", "distributed"):
-            logging.getLogger(name).setLevel(logging.WARNING)
+def quiet_logs() -> None:
+    """Dask's own INFO lines (scheduler, nannies, every task cancelled at shutdown) are never shown: the
+    progress bar and tilecast's lines say what happens. Under CI tilecast logs only warnings and errors
+    too (the job still prints its one-line summary)."""
+    names = ("tilecast", "distributed") if under_ci() else ("distributed",)
+    for name in names:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def prepare(settings: ScoreSettings) -> Prepared:
@@ -144,7 +146,7 @@ def score_into(prep: Prepared, settings: ScoreSettings, directory: Path) -> Scor
 
 def run_score(settings: ScoreSettings) -> ScoreRun:
     """Validate, score, and publish ``<output_dir>/<date>/`` (replacing that date's outputs atomically)."""
-    quiet_under_ci()
+    quiet_logs()
     prep = prepare(settings)
     store = RunStore(settings.output_dir)
     with store.stage(prep.date) as staging:
