@@ -9,11 +9,22 @@ import pandas as pd
 
 from tilecast.predictors.tile_choice import TileChooser, fit_chooser, valid_profiled
 from tilecast.specs import GpuSpec
-from tilecast.tiles.features import FEATURE_BUILDERS
+from tilecast.tiles.features import FEATURE_BUILDERS, default_features
 from tilecast.tiles.ops import GEMM_OPS
 from tilecast.tiles.roofline import kernel_flops_bytes, roofline_ms, spec_frame
 
 GEMM_FAMILIES = frozenset(GEMM_OPS)
+
+
+def fit_params(predictor: str, family: str, defaults: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """``defaults`` updated with ``params`` (an unknown name is an error listing the known ones), with the
+    family's default feature columns when ``features`` is None."""
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise ValueError(f"unknown {predictor} parameter {unknown[0]!r}; known: {', '.join(defaults)}")
+    p = {**defaults, **params}
+    p["features"] = list(p["features"] or default_features(family))
+    return p
 
 
 def design_matrix(family: str, rows: pd.DataFrame, gpu: GpuSpec | None = None,

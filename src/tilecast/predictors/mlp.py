@@ -22,11 +22,17 @@ from torch import nn
 
 from tilecast.predictors.base import register
 from tilecast.predictors.bounds import bounded_ms, fit_launch_floor_ms
-from tilecast.predictors.design import GEMM_FAMILIES, design_matrix, make_chooser, row_weights, training_tiles
+from tilecast.predictors.design import (
+    GEMM_FAMILIES,
+    design_matrix,
+    fit_params,
+    make_chooser,
+    row_weights,
+    training_tiles,
+)
 from tilecast.predictors.format import read_predictor_meta, write_predictor_meta
 from tilecast.predictors.tile_choice import TileChooser, load_chooser_in, save_chooser_in
 from tilecast.specs import GpuSpec
-from tilecast.tiles.features import default_features
 
 MODEL_FILE = "model.pt"
 #: ``format_version`` written to ``meta.json``, and the versions :meth:`MLPPredictor.load` reads
@@ -78,11 +84,7 @@ class MLPPredictor:
     @classmethod
     def fit(cls, family: str, rows: pd.DataFrame, **params: Any) -> MLPPredictor:
         """Fit on ``rows`` (kernel schema with ``Latency``) with AdamW and a cosine learning rate."""
-        unknown = sorted(set(params) - set(DEFAULTS))
-        if unknown:
-            raise ValueError(f"unknown mlp parameter {unknown[0]!r}; known: {', '.join(DEFAULTS)}")
-        p = {**DEFAULTS, **params}
-        p["features"] = list(p["features"] or default_features(family))
+        p = fit_params("mlp", family, DEFAULTS, params)
         t0 = time.perf_counter()
         threads_before = torch.get_num_threads()
         torch.set_num_threads(int(p["threads"]))

@@ -19,6 +19,7 @@ from tilecast.predictors.bounds import bounded_ms, fit_launch_floor_ms
 from tilecast.predictors.design import (
     GEMM_FAMILIES,
     design_matrix,
+    fit_params,
     log_ratio_target,
     make_chooser,
     row_weights,
@@ -27,7 +28,6 @@ from tilecast.predictors.design import (
 from tilecast.predictors.format import read_predictor_meta, write_predictor_meta
 from tilecast.predictors.tile_choice import TileChooser, load_chooser_in, save_chooser_in
 from tilecast.specs import GpuSpec
-from tilecast.tiles.features import default_features
 
 MODEL_FILE = "model.json"
 #: ``format_version`` written to ``meta.json``, and the versions :meth:`XGBoostPredictor.load` reads
@@ -59,11 +59,7 @@ class XGBoostPredictor:
     @classmethod
     def fit(cls, family: str, rows: pd.DataFrame, **params: Any) -> XGBoostPredictor:
         """Fit on ``rows`` (kernel schema with ``Latency``; ``Source == 'test'`` rows weighted up)."""
-        unknown = sorted(set(params) - set(DEFAULTS))
-        if unknown:
-            raise ValueError(f"unknown xgboost parameter {unknown[0]!r}; known: {', '.join(DEFAULTS)}")
-        p = {**DEFAULTS, **params}
-        p["features"] = list(p["features"] or default_features(family))
+        p = fit_params("xgboost", family, DEFAULTS, params)
         t0 = time.perf_counter()
         chooser = make_chooser(family, rows, p["tile_chooser"])
         x, roof = design_matrix(family, rows, tiles=training_tiles(family, rows, chooser))
