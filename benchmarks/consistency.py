@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from tilecast.data import load_graph, load_kernels, load_node_labels
+from tilecast.data import load_kernels, load_node_labels
+from tilecast.evaluation.perop import node_frames
 from tilecast.evaluation.tables import markdown
-from tilecast.graph.reference import parse_reference
 from tilecast.io import write_atomic
 from tilecast.paths import ROOT
 from tilecast.specs import get_gpu
@@ -35,24 +35,20 @@ def node_ops() -> pd.DataFrame:
     """One row per labelled forward node that is a single GEMM or vector op: device, shape, bytes, label ms."""
     nodes = load_node_labels()
     nodes = nodes[nodes["fw_latency"] > 0].drop_duplicates(["device", "tag", "Name"])
-    out = []
+    parts = []
     for tag, part in nodes.groupby("tag", sort=True):
         try:
-            graph = load_graph(str(tag)).set_index("Name")
+            ops, _ = node_frames(str(tag))
         except (KeyError, ValueError):
             continue
-        for _, node in part.iterrows():
-            if node["Name"] not in graph.index:
-                continue
-            row = graph.loc[[node["Name"]]].reset_index()
-            ops = parse_reference(row).select(phase="fw").to_frame()
-            if len(ops) != 1 or ops["kind"].iloc[0] not in KERNEL_FILES:
-                continue
-            op = ops.iloc[0]
-            out.append({"device": node["device"], "tag": tag, "name": node["Name"], "kind": op["kind"],
-                        "op": op["op"], "b": op["b"], "m": op["m"], "n": op["n"], "k": op["k"], "h": op["h"],
-                        "bytes": op["bytes"], "node_ms": float(node["fw_latency"])})
-    return pd.DataFrame(out)
+        if ops.empty:
+            continue
+        ops = ops[ops.groupby("cell")["cell"].transform("size") == 1]
+        ops = ops[ops["kind"].isin(list(KERNEL_FILES))].rename(columns={"cell": "Name"})
+        parts.append(part[["device", "tag", "Name", "fw_latency"]].merge(ops, on="Name"))
+    cols = ["device", "tag", "Name", "kind", "op", "b", "m", "n", "k", "h", "bytes", "fw_latency"]
+    out = pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+    return out.rename(columns={"Name": "name", "fw_latency": "node_ms"})
 
 
 def kernel_rows(kind: str) -> pd.DataFrame:
@@ -63,15 +59,13 @@ def kernel_rows(kind: str) -> pd.DataFrame:
 
 
 def with_gpu(nodes: pd.DataFrame) -> pd.DataFrame:
-    """``gpu`` key and ``fits_l2`` (the op's bytes <= the GPU's L2) of each node."""
+    """``gpu`` key and ``size`` class (launch-bound, fits the GPU's L2, larger) of each node."""
     nodes = nodes.copy()
     nodes["gpu"] = [get_gpu(str(d)).key for d in nodes["device"]]
-    l2_bytes = nodes["gpu"].map({g: get_gpu(g).l2_mb * 2**20 for g in nodes["gpu"].unique()})
+    l2_bytes = nodes["gpu"].map({g: get_gpu(g).l2_mb * 2**20 for g in nodes["gpu"].unique()}).to_numpy(float)
     nbytes = nodes["bytes"].to_numpy(float)
-    nodes["fits_l2"] = nbytes <= l2_bytes.to_numpy(float)
-    codes = (nbytes >= TINY_BYTES).astype(int) + (nbytes > l2_bytes.to_numpy(float)).astype(int)
-    nodes["size"] = pd.Categorical.from_codes(codes,
-                                              ["< 1 MiB", "1 MiB .. L2", "> L2"])
+    codes = (nbytes >= TINY_BYTES).astype(int) + (nbytes > l2_bytes).astype(int)
+    nodes["size"] = pd.Categorical.from_codes(codes, ["< 1 MiB", "1 MiB .. L2", "> L2"])
     return nodes
 
 

@@ -36,7 +36,7 @@ def category(opname: str) -> str | None:
     return None
 
 
-def _node_frames(tag: str) -> tuple[pd.DataFrame, dict[str, str]]:
+def node_frames(tag: str) -> tuple[pd.DataFrame, dict[str, str]]:
     """Forward ops of every categorised node of a tag's reference graph, stacked (``cell`` = node name),
     and each node's family."""
     graph = load_graph(tag)  # the label's own tag: a label under another model name is not this graph
@@ -61,7 +61,7 @@ def perop_errors(predict: FamilyPredictor, nodes: pd.DataFrame | None = None) ->
     for (device, tag), part in nodes.groupby(["device", "tag"], sort=True):
         if tag not in cache:
             try:
-                cache[tag] = _node_frames(tag)
+                cache[tag] = node_frames(tag)
             except (KeyError, ValueError) as exc:
                 log.warning("per-op: no reference graph for %s (%s); skipped", tag, str(exc).split(";")[0])
                 cache[tag] = (pd.DataFrame(), {})
