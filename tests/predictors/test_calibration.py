@@ -58,6 +58,51 @@ def test_unknown_method_is_named(measured):
     gpu, rows = measured
     with pytest.raises(ValueError, match="unknown calibration method 'median'"):
         fit_calibration(fit_predictor("roofline", "linear", rows), rows, gpu, method="median")
+    with pytest.raises(ValueError, match="unknown calibration base 'mean'; known: predictor, roofline, auto"):
+        fit_calibration(fit_predictor("roofline", "linear", rows), rows, gpu, base="mean")
+
+
+class Jittered:
+    """A predictor whose forecast is the roofline times a fixed random factor per row (0.5x to 2x)."""
+
+    family, floor_ms = "linear", 0.0
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def predict_ms(self, rows, gpu):
+        factors = np.array([np.random.default_rng([self.seed, m, n, k]).uniform(-1, 1)
+                            for m, n, k in rows[["M", "N", "K"]].astype(int).to_numpy()])
+        return roofline_ms(rows, gpu) * 2.0 ** factors
+
+
+def test_auto_base_takes_the_roofline_when_the_predictor_errs_row_by_row():
+    """The GPU runs every GEMM at 1/1.6 of its roofline; a predictor whose error jumps from row to row cannot
+    be corrected by a smooth function of the shape, the roofline can: ``auto`` picks it by leave-one-out
+    error on the measured rows alone, and held-out rows come out right."""
+    gpu = get_gpu("l4")
+    rows = evaluation_rows("linear", devices=["l4"]).drop_duplicates(["M", "N", "K"]).head(60).copy()
+    rows["Latency"] = 1.6 * roofline_ms(rows, gpu)
+    fit, held = rows.head(20), rows.iloc[20:]
+    p = Jittered(seed=1)
+    cal = fit_calibration(p, fit, gpu)
+    assert cal.base == "roofline" and cal.scale == pytest.approx(1.6)
+    np.testing.assert_allclose(cal.apply(p.predict_ms(held, gpu), held), held["Latency"], rtol=1e-9)
+    forced = fit_calibration(p, fit, gpu, base="predictor")
+    y = held["Latency"].to_numpy()
+    assert np.mean(np.abs(forced.apply(p.predict_ms(held, gpu), held) / y - 1)) > 0.2
+    assert Calibration.from_dict(json.loads(json.dumps(cal.to_dict()))) == cal
+
+
+def test_auto_base_keeps_a_predictor_that_is_right_up_to_a_factor():
+    gpu = get_gpu("l4")
+    rows = evaluation_rows("linear", devices=["l4"]).drop_duplicates(["M", "N", "K"]).head(20).copy()
+    p = Jittered(seed=2)
+    rows["Latency"] = 1.3 * p.predict_ms(rows, gpu)
+    cal = fit_calibration(p, rows, gpu)
+    assert cal.base == "predictor" and cal.scale == pytest.approx(1.3)
+    few = fit_calibration(p, rows.head(4), gpu)  # too few rows to choose: the predictor
+    assert few.base == "predictor"
 
 
 def test_shape_residual_learns_what_one_factor_cannot():
@@ -95,6 +140,7 @@ def test_reads_calibrations_stored_before_the_shape_residual():
     old = {"family": "linear", "gpu_key": "l4", "scale": 1.3, "slope": 0.1, "ref_ms": 2.0, "floor_ms": 0.01,
            "rows": 20, "method": "auto"}
     cal = Calibration.from_dict(old)
+    assert cal.base == "predictor"
     assert cal.alpha == () and np.allclose(cal.residual(evaluation_rows("linear", devices=["l4"]).head(3)), 0.0)
 
 

@@ -13,10 +13,18 @@ floor.
 
 Methods: ``scale`` (the factor only), ``slope`` (plus a shrunk slope over log kernel size), ``krr``
 (plus the shape residual; needs ``min_rows_krr`` rows, else ``scale``).
+
+Base: what the correction multiplies. ``predictor``: the learned forecast. ``roofline``: the GPU's
+roofline, when the learned forecast's error on that GPU is not smooth in the shape (its trees put
+some shapes of an unseen GPU with one training GPU and others with another) while the GPU's own
+efficiency is. ``auto`` (default) picks the one with the lower leave-one-out MAPE on the measured
+rows themselves (ties: ``predictor``); it needs ``min_rows_select`` rows, else ``predictor``. No row
+of another GPU takes part in the choice.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -29,6 +37,8 @@ from tilecast.tiles.roofline import roofline_ms
 
 METHODS = ("scale", "slope", "krr")
 DEFAULT_METHOD = "krr"
+BASES = ("predictor", "roofline")
+DEFAULT_BASE = "auto"  # one of BASES, or "auto": chosen by leave-one-out MAPE on the measured rows
 #: shape columns the residual is smooth in, per family (log2 of each)
 SHAPE_DIMS: dict[str, tuple[str, ...]] = {
     "bmm": ("M", "N", "K"), "linear": ("M", "N", "K"),
@@ -62,8 +72,9 @@ def _rbf(a: np.ndarray, b: np.ndarray, length: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Calibration:
-    """``corrected = bound(pred * scale * (pred / ref_ms) ** slope * exp(k(shape) @ alpha))`` for one family
-    on one GPU; ``k`` is the RBF kernel between a row's log2 shape (``dims``) and the ``centres``."""
+    """``corrected = bound(x * scale * (x / ref_ms) ** slope * exp(k(shape) @ alpha))`` for one family on one
+    GPU; ``x`` is the predictor's forecast (``base == "predictor"``) or the roofline (``"roofline"``), ``k``
+    the RBF kernel between a row's log2 shape (``dims``) and the ``centres``."""
 
     family: str
     gpu_key: str
@@ -77,6 +88,7 @@ class Calibration:
     centres: tuple[tuple[float, ...], ...] = ()
     alpha: tuple[float, ...] = ()
     length: float = KRR_LENGTH
+    base: str = "predictor"
 
     def residual(self, rows: pd.DataFrame) -> np.ndarray:
         """Log correction of each row beyond ``scale`` (0 without a shape residual)."""
@@ -88,11 +100,12 @@ class Calibration:
     def apply(self, pred_ms: np.ndarray, rows: pd.DataFrame) -> np.ndarray:
         """Corrected latency (ms) of ``rows`` given the predictor's ``pred_ms`` on this GPU."""
         pred = np.asarray(pred_ms, dtype=float)
-        corrected = pred * self.scale * (pred / self.ref_ms) ** self.slope
         if len(rows) == 0:
-            return corrected
-        corrected = corrected * np.exp(self.residual(rows))
-        return bounded_ms(corrected, roofline_ms(rows, get_gpu(self.gpu_key)), self.floor_ms)
+            return pred.copy()
+        roof = roofline_ms(rows, get_gpu(self.gpu_key))
+        x = roof if self.base == "roofline" else pred
+        corrected = x * self.scale * (x / self.ref_ms) ** self.slope * np.exp(self.residual(rows))
+        return bounded_ms(corrected, roof, self.floor_ms)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields."""
@@ -133,31 +146,61 @@ def _krr(shape: np.ndarray, resid: np.ndarray, length: float, ridge: float) -> n
     return np.linalg.solve(k + ridge * np.eye(len(shape)), resid)
 
 
+def _fit(family: str, gpu: GpuSpec, floor: float, rows: pd.DataFrame, x: np.ndarray, lat: np.ndarray,
+         base: str, method: str, min_rows_slope: int, shrink: float, min_rows_krr: int, length: float,
+         ridge: float) -> Calibration:
+    """The correction of forecasts ``x`` (of ``base``) towards ``lat`` on ``rows``."""
+    scale = _mape_scale(x, lat)
+    n = int(len(lat))
+    if method == "slope" and n >= min_rows_slope:
+        slope, ref, scale = _slope(x, lat, scale, shrink)
+        return Calibration(family, gpu.key, float(scale), float(slope), float(ref), floor, n, method, base=base)
+    if method == "krr" and n >= min_rows_krr and family in SHAPE_DIMS:
+        dims = SHAPE_DIMS[family]
+        shape = log2_shape(rows, dims)
+        alpha = _krr(shape, np.log(lat / (x * scale)), length, ridge)
+        return Calibration(family, gpu.key, float(scale), floor_ms=floor, rows=n, method=method, dims=dims,
+                           centres=tuple(tuple(map(float, c)) for c in shape), alpha=tuple(map(float, alpha)),
+                           length=float(length), base=base)
+    return Calibration(family, gpu.key, float(scale), floor_ms=floor, rows=n, method=method, base=base)
+
+
+def _loo_mape(fit: Callable[[np.ndarray], Calibration], rows: pd.DataFrame, pred: np.ndarray,
+              lat: np.ndarray) -> float:
+    """Mean APE of each row under the correction ``fit`` fitted on the other rows."""
+    n = len(lat)
+    errs = [abs(fit(np.arange(n) != i).apply(pred[[i]], rows.iloc[[i]])[0] / lat[i] - 1.0) for i in range(n)]
+    return float(np.mean(errs))
+
+
 def fit_calibration(predictor: Any, rows_measured: pd.DataFrame, gpu: GpuSpec, method: str = DEFAULT_METHOD,
-                    min_rows_slope: int = 10, shrink: float = 0.5, min_rows_krr: int = 5,
-                    length: float = KRR_LENGTH, ridge: float = KRR_RIDGE) -> Calibration:
+                    base: str = DEFAULT_BASE, min_rows_slope: int = 10, shrink: float = 0.5,
+                    min_rows_krr: int = 5, min_rows_select: int = 5, length: float = KRR_LENGTH,
+                    ridge: float = KRR_RIDGE) -> Calibration:
     """Fit the correction of ``predictor`` (one family) on ``rows_measured`` (with ``Latency``) on ``gpu``."""
     if method not in METHODS:
         raise ValueError(f"unknown calibration method {method!r}; known: {', '.join(METHODS)}")
+    if base not in (*BASES, "auto"):
+        raise ValueError(f"unknown calibration base {base!r}; known: {', '.join(BASES)}, auto")
     family = str(getattr(predictor, "family", ""))
     floor = float(getattr(predictor, "floor_ms", 0.0))
     lat = pd.to_numeric(rows_measured["Latency"], errors="coerce").to_numpy(dtype=float)
     ok = np.isfinite(lat) & (lat > 0)
     if not ok.any():
-        return Calibration(family, gpu.key, floor_ms=floor, method=method)
-    rows = rows_measured.loc[ok]
+        return Calibration(family, gpu.key, floor_ms=floor, method=method,
+                           base="predictor" if base == "auto" else base)
+    rows, lat = rows_measured.loc[ok], lat[ok]
     pred = np.asarray(predictor.predict_ms(rows, gpu), dtype=float)
-    lat = lat[ok]
-    scale = _mape_scale(pred, lat)
-    base = Calibration(family, gpu.key, float(scale), floor_ms=floor, rows=int(len(lat)), method=method)
-    if method == "slope" and len(lat) >= min_rows_slope:
-        slope, ref, scale = _slope(pred, lat, scale, shrink)
-        return Calibration(family, gpu.key, float(scale), float(slope), float(ref), floor, int(len(lat)), method)
-    if method == "krr" and len(lat) >= min_rows_krr and family in SHAPE_DIMS:
-        dims = SHAPE_DIMS[family]
-        shape = log2_shape(rows, dims)
-        alpha = _krr(shape, np.log(lat / (pred * scale)), length, ridge)
-        return Calibration(family, gpu.key, float(scale), floor_ms=floor, rows=int(len(lat)), method=method,
-                           dims=dims, centres=tuple(tuple(map(float, c)) for c in shape),
-                           alpha=tuple(map(float, alpha)), length=float(length))
-    return base
+    xs = {"predictor": pred, "roofline": roofline_ms(rows, gpu)}
+
+    def fit(name: str, keep: np.ndarray | None = None) -> Calibration:
+        keep = np.ones(len(lat), dtype=bool) if keep is None else keep
+        return _fit(family, gpu, floor, rows.loc[keep], xs[name][keep], lat[keep], name, method, min_rows_slope,
+                    shrink, min_rows_krr, length, ridge)
+
+    if base == "auto":
+        base = "predictor"
+        if len(lat) >= min_rows_select:
+            loo = {name: _loo_mape(lambda keep, name=name: fit(name, keep), rows, pred, lat) for name in BASES}
+            base = min(BASES, key=loo.__getitem__)  # BASES order: ties keep the predictor
+    return fit(base)

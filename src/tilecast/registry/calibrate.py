@@ -74,8 +74,10 @@ def calibrate_gpu(gpu: GpuSpec, measurements: pd.DataFrame, alias: str = DEFAULT
                        "mape_after_pct": float(ape_pct(after, part["Latency"]).mean())}
             mlflow.log_metrics({f"{fam}.{k}": v for k, v in metrics.items()} | {f"{fam}.rows": len(part)})
             out[fam] = FamilyCalibration(cal, lp.version.name, str(lp.version.version), len(part), metrics)
-            log.info("%s on %s: %d rows, in-sample MAPE %.1f%% -> %.1f%% (vs %s v%s)", fam, gpu.key, len(part),
-                     metrics["mape_before_pct"], metrics["mape_after_pct"], lp.version.name, lp.version.version)
+            mlflow.log_param(f"{fam}.base", cal.base)
+            log.info("%s on %s: %d rows, in-sample MAPE %.1f%% -> %.1f%% (vs %s v%s; correction of the %s)", fam,
+                     gpu.key, len(part), metrics["mape_before_pct"], metrics["mape_after_pct"], lp.version.name,
+                     lp.version.version, cal.base)
         saved = save_calibration(CalibrationSet(gpu.key, out), rows,
                                  reason=f"jobs/calibrate.py: {len(rows)} measured rows ({source or 'in memory'})")
     log.info("stored %s (@current)", saved.label)
