@@ -275,8 +275,9 @@ def render(args: argparse.Namespace, unseen: pd.DataFrame, train_gpus: pd.DataFr
         "are never trained on. `+calK`: a per-family correction (a MAPE-optimal scale plus a kernel-ridge residual",
         "over the log2 shape, `src/tilecast/predictors/calibration.py`, applied to the learned forecast or to the",
         "roofline, whichever has the lower leave-one-out error on the K kernels) fitted on K kernels of the target",
-        f"GPU drawn at random ({args.draws} draws, mean reported) and excluded from the evaluated rows. Load average at the end",
-        f"of the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (times are inflated above 2).", "",
+        f"GPU drawn at random ({args.draws} draws, mean reported) and excluded from the evaluated rows. Load",
+        f"average at the end of the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (times are inflated above",
+        "2).", "",
         "## Headline: MAPE on the unseen GPUs (spec sheet only, then calibrated)", "",
         *headline(unseen, base + cal), "",
         f"Default predictor (lowest mean MAPE on unseen GPUs without calibration): **{default}** "

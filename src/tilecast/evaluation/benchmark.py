@@ -77,7 +77,8 @@ def render(result: EvaluationResult, roofline: pd.DataFrame, meta: Mapping[str, 
     lines += [f"- {k}: {v}" for k, v in meta.items()]
     lines += ["", "APE = |forecast - measured| / measured, in %. *Spec-only*: the registered kernel predictors "
               "and the GPU's spec sheet. *Calibrated*: plus a per-GPU, per-family correction fitted on at most "
-              "20 of that GPU's kernel test rows (scale plus shape residual). It makes L4 worse end to end: "
+              "20 of that GPU's kernel test rows (scale plus shape residual, applied to the forecast or to the "
+              "roofline by leave-one-out error on those rows). It makes L4 worse end to end: "
               "L4's GEMM microbenchmarks run 1.45x slower than the same GEMMs inside its model runs "
               "(`benchmarks/consistency.md`), so a correction faithful to them overshoots the labels. "
               "Paper columns are NeuSight's published per-cell APE "
