@@ -28,7 +28,7 @@ from tilecast.evaluation.tables import markdown
 from tilecast.io import write_atomic
 from tilecast.metrics import ape_pct
 from tilecast.paths import ROOT
-from tilecast.predictors import TRAINING_GPUS, UNSEEN_GPUS, evaluation_rows, training_rows
+from tilecast.predictors import TRAINING_GPUS, UNSEEN_GPUS, evaluation_rows
 from tilecast.predictors.calibration import SHAPE_DIMS
 from tilecast.specs import get_gpu
 from tilecast.tiles.features import OP_CODES
@@ -41,9 +41,8 @@ ROUNDS = 300
 
 
 def test_rows(family: str) -> pd.DataFrame:
-    """Test-shape rows of every GPU of the data (training GPUs' from the training table, unseen ones' apart)."""
-    train = training_rows(family)
-    rows = pd.concat([train[train["Source"] == "test"], evaluation_rows(family)], ignore_index=True)
+    """Test-shape rows of every GPU of the data, with the GPU's catalog key."""
+    rows = evaluation_rows(family, GPUS)
     names = {get_gpu(g).device_name: g for g in GPUS}
     return rows.assign(gpu=rows["Device"].map(names))
 
