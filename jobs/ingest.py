@@ -1,4 +1,4 @@
-"""Ingest the NeuSight data tree into data/neusight (Parquet + PROVENANCE.md)."""
+"""Ingest a measured-data tree into data/<dataset> (Parquet + PROVENANCE.md + LICENSE); dataset=all makes every one."""
 
 from __future__ import annotations
 
@@ -7,20 +7,24 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from tilecast.cli import user_errors
-from tilecast.data import run_ingest
+from tilecast.cli import user_errors, with_catalog_args
+from tilecast.data.ingest import run_ingest
+from tilecast.data.ingest_config import ingest_command, ingest_targets
 from tilecast.paths import resolve
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="ingest")
 @user_errors()
 def main(cfg: DictConfig) -> None:
-    """Run the ingest; exit 1 when a table fails its schema check (nothing is written then)."""
-    command = f"python jobs/ingest.py source={cfg.source} output={cfg.output}"
-    report = run_ingest(resolve(cfg.source), resolve(cfg.output), source_label=str(cfg.source), command=command)
-    if not report.ok:
+    """Run the ingest(s); exit 1 when a table fails its schema check (nothing is written for that dataset)."""
+    failed = False
+    for name, source, output in ingest_targets(cfg):
+        report = run_ingest(resolve(source), resolve(output), source_label=source, dataset=name,
+                            command=ingest_command(name, source, output))
+        failed |= not report.ok
+    if failed:
         sys.exit(1)
 
 
 if __name__ == "__main__":
-    main()
+    with_catalog_args(main)()

@@ -10,6 +10,9 @@ ROOT = Path(os.environ.get("TILECAST_ROOT", Path(__file__).resolve().parents[2])
 CONF_DIR = ROOT / "conf"
 DATA_DIR = ROOT / "data"
 NEUSIGHT_DIR = DATA_DIR / "neusight"
+NEUSIGHT_AMD_DIR = DATA_DIR / "neusight_amd"
+AICONFIGURATOR_DIR = DATA_DIR / "aiconfigurator"
+VIDUR_DIR = DATA_DIR / "vidur"
 MLRUNS_DIR = ROOT / "mlruns"
 
 

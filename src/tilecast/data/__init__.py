@@ -1,8 +1,11 @@
-"""The measured NeuSight data: ingest (source tree -> checked Parquet) and loaders.
+"""The measured data: ingest (source tree -> checked Parquet) and loaders.
 
-Loaders read ``tilecast.paths.NEUSIGHT_DIR`` by default; each takes an optional ``root``.
+Datasets: NeuSight (``tilecast.paths.NEUSIGHT_DIR``, the default of the NeuSight loaders),
+NeuSight AMD (``NEUSIGHT_AMD_DIR``), AIConfigurator (``AICONFIGURATOR_DIR``) and Vidur (``VIDUR_DIR``).
+Every loader takes an optional ``root``.
 """
 
+from tilecast.data.datasets import DATASETS
 from tilecast.data.ingest import IngestReport, run_ingest
 from tilecast.data.load import (
     data_hash,
@@ -14,7 +17,17 @@ from tilecast.data.load import (
     load_node_labels,
     load_paper,
 )
+from tilecast.data.load_measured import (
+    aiconfigurator_systems,
+    amd_kernel_names,
+    load_aiconfigurator,
+    load_amd_devices,
+    load_amd_kernels,
+    load_vidur,
+)
 from tilecast.data.tags import Tag, parse_tag
 
-__all__ = ["IngestReport", "Tag", "data_hash", "graph_tags", "kernel_names", "load_e2e_labels", "load_graph",
-           "load_kernels", "load_node_labels", "load_paper", "parse_tag", "run_ingest"]
+__all__ = ["DATASETS", "IngestReport", "Tag", "aiconfigurator_systems", "amd_kernel_names", "data_hash",
+           "graph_tags", "kernel_names", "load_aiconfigurator", "load_amd_devices", "load_amd_kernels",
+           "load_e2e_labels", "load_graph", "load_kernels", "load_node_labels", "load_paper", "load_vidur",
+           "parse_tag", "run_ingest"]

@@ -135,3 +135,16 @@ POSITIVE_INT = ColumnType(pa.int64(), _positive_int)
 DIM = ColumnType(pa.int64(), _nonneg_int)
 BOOL = ColumnType(pa.bool_(), _bool)
 DEVICE = ColumnType(pa.string(), _device)
+
+
+def one_of(values: tuple[str, ...] | frozenset[str], nullable: bool = False) -> ColumnType:
+    """A string column whose cells must be one of ``values`` (a typo or unknown name is a reject)."""
+    known = tuple(sorted(values))
+
+    def _parse(text: str) -> str:
+        if text not in known:
+            raise CellError(f"unknown value {text!r}; known: {', '.join(known)}")
+        return text
+
+    return ColumnType(pa.string(), _parse, nullable=nullable)
+

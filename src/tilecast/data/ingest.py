@@ -1,9 +1,11 @@
-"""Ingest the NeuSight source tree into checked, compact Parquet (``data/neusight``).
+"""Ingest a measured-data source tree into checked, compact Parquet (``data/<dataset>``).
 
-Every source table is read with line numbers and checked (columns, dtypes, positive latency,
-known device, non-negative dims). A bad row is logged as ``<file>:<line>: <reason>`` and left out;
-a table that cannot be read at all (missing columns) fails the ingest and nothing is written.
-The output is built in a staging folder and swapped in whole: no partial or stale files.
+The datasets (NeuSight, NeuSight AMD, AIConfigurator, Vidur) are in :data:`datasets.DATASETS`.
+Every source table is read with line (or row) numbers and checked (columns, dtypes, positive latency,
+known device, dims). A bad row is logged as ``<file>:<line>: <reason>`` and left out; a table that
+cannot be read at all (missing columns) fails the ingest and nothing is written. Spec sheets the
+dataset ships verbatim are checked too. The output is built in a staging folder and swapped in
+whole: no partial or stale files.
 """
 
 from __future__ import annotations
@@ -16,19 +18,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tilecast.data.graphs import plan_graphs
-from tilecast.data.kernels import plan_kernels
-from tilecast.data.labels import plan_labels
-from tilecast.data.paper import plan_paper
+from tilecast.data.datasets import DATASETS, Dataset, get_dataset
 from tilecast.data.parquet import write_parquet
 from tilecast.data.provenance import render
 from tilecast.data.rows import SchemaError
-from tilecast.data.tables import TableJob, TableResult
+from tilecast.data.tables import TableJob, TableResult, rel
 
 log = logging.getLogger(__name__)
 
-#: every family of tables the ingest makes, in output order.
-PLANNERS: tuple[Callable[[Path], list[TableJob]], ...] = (plan_kernels, plan_labels, plan_graphs, plan_paper)
+#: every family of NeuSight tables the ingest makes, in output order.
+PLANNERS: tuple[Callable[[Path], list[TableJob]], ...] = DATASETS["neusight"].planners
 
 
 @dataclass
@@ -39,6 +38,8 @@ class IngestReport:
     output: Path
     tables: list[TableResult] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    dataset: str = "neusight"
+    copied: list[tuple[str, str]] = field(default_factory=list)  # (source file, output file), relative
 
     @property
     def ok(self) -> bool:
@@ -80,21 +81,40 @@ def build_tables(source: Path, planners: Sequence[Callable[[Path], list[TableJob
     return report
 
 
-def run_ingest(source: Path, output: Path, source_label: str | None = None,
-               command: str | None = None) -> IngestReport:
-    """Convert the NeuSight tree at ``source`` into Parquet under ``output`` with PROVENANCE.md.
+def plan_copies(source: Path, spec: Dataset, report: IngestReport) -> None:
+    """Check the files ``spec`` ships verbatim; record them in ``report`` (failures there too)."""
+    for copy in spec.copies:
+        files = sorted(source.glob(copy.pattern))
+        if not files:
+            report.failures.append(f"{copy.pattern}: no source files (they ship verbatim under {copy.dest}/)")
+        for path in files:
+            shown = rel(path, source)
+            try:
+                copy.check(path, shown)
+            except SchemaError as exc:
+                report.failures.append(f"{copy.dest}: {exc}")
+                continue
+            report.copied.append((shown, f"{copy.dest}/{path.name}"))
 
-    Logs each rejected row and a kept/rejected summary. When a table fails its schema check the
-    report says so (``ok`` is False) and ``output`` is left as it was.
+
+def run_ingest(source: Path, output: Path, source_label: str | None = None,
+               command: str | None = None, dataset: str = "neusight") -> IngestReport:
+    """Convert the ``dataset`` tree at ``source`` into Parquet under ``output`` with PROVENANCE.md and LICENSE.
+
+    ``dataset`` is a key of :data:`datasets.DATASETS` (ValueError lists them). Logs each rejected row
+    and a kept/rejected summary. When a table fails its schema check the report says so (``ok`` is
+    False) and ``output`` is left as it was.
     """
+    spec = get_dataset(dataset)
     source, output = Path(source), Path(output)
     if not source.is_dir():
-        raise FileNotFoundError(f"source {str(source)!r} is not a folder (expected the NeuSight data tree)")
-    license_path = source / "LICENSE"
-    report = build_tables(source)
-    report.output = output
+        raise FileNotFoundError(f"source {str(source)!r} is not a folder (expected the {spec.text.title} tree)")
+    license_path = source / spec.licence
+    report = build_tables(source, spec.planners)
+    report.output, report.dataset = output, dataset
+    plan_copies(source, spec, report)
     if not license_path.is_file():
-        report.failures.append(f"{license_path}: missing; the MIT notice must ship with the data")
+        report.failures.append(f"{license_path}: missing; the {spec.licence_kind} notice must ship with the data")
     for t in report.tables:
         for r in t.rejects:
             log.warning("%s:%d: %s", source / r.file, r.line, r.reason)
@@ -103,12 +123,12 @@ def run_ingest(source: Path, output: Path, source_label: str | None = None,
             log.error("schema check failed: %s", f)
         log.error("nothing written to %s", output)
         return report
-    _write(report, license_path, source_label or str(source), command)
+    _write(report, spec, license_path, source_label or str(source), command)
     log.info("rows kept and rejected per table:\n%s", report.summary())
     return report
 
 
-def _write(report: IngestReport, license_path: Path, source_label: str, command: str | None) -> None:
+def _write(report: IngestReport, spec: Dataset, license_path: Path, source_label: str, command: str | None) -> None:
     output = report.output
     output.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{output.name}.staging-", dir=output.parent))
@@ -116,9 +136,13 @@ def _write(report: IngestReport, license_path: Path, source_label: str, command:
     try:
         for t in report.tables:
             write_parquet(t.table, stage / f"{t.name}.parquet")
+        for src, dest in report.copied:
+            (stage / dest).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(report.source / src, stage / dest)
         license_text = license_path.read_text(encoding="utf-8")
         shutil.copyfile(license_path, stage / "LICENSE")
-        text = render(report.tables, report.source, source_label, command, license_text)
+        text = render(report.tables, report.source, source_label, command, license_text, spec.text, license_path,
+                      [src for src, _ in report.copied])
         (stage / "PROVENANCE.md").write_text(text, encoding="utf-8")
         os.chmod(stage, 0o755)
         if output.exists():

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from tilecast.data.kernels import SPLITS
 from tilecast.data.provenance import sha256_file
-from tilecast.paths import NEUSIGHT_DIR
+from tilecast.paths import DATA_DIR, NEUSIGHT_DIR
 from tilecast.specs.catalog import unknown_error
 
 
@@ -90,10 +90,20 @@ def load_paper(name: str, root: str | os.PathLike | None = None) -> pd.DataFrame
     return pq.read_table(_path(_root(root), f"paper/{name}")).to_pandas()
 
 
+#: file kinds :func:`data_hash` covers: the tables and the spec sheets shipped verbatim beside them.
+HASHED_SUFFIXES = (".parquet", ".yaml", ".json")
+
+
 def data_hash(root: str | os.PathLike | None = None) -> str:
-    """A sha256 over every shipped Parquet file (relative path and bytes), for lineage."""
-    base = _root(root)
-    files = sorted(base.rglob("*.parquet"), key=lambda p: p.relative_to(base).as_posix())
+    """A sha256 over every shipped table and spec sheet (relative path and bytes), for lineage.
+
+    The default root is ``tilecast.paths.DATA_DIR``: every dataset (NeuSight, NeuSight AMD,
+    AIConfigurator, Vidur); pass a dataset folder (e.g. ``NEUSIGHT_DIR``) to hash just that one.
+    Covers ``*.parquet``, ``*.yaml`` and ``*.json`` files (not PROVENANCE.md or LICENSE).
+    """
+    base = DATA_DIR if root is None else Path(root)
+    files = sorted((p for p in base.rglob("*") if p.suffix in HASHED_SUFFIXES and p.is_file()),
+                   key=lambda p: p.relative_to(base).as_posix())
     if not files:
         raise FileNotFoundError(f"no Parquet files under {base}; make them with `python jobs/ingest.py`")
     h = hashlib.sha256()
