@@ -17,7 +17,7 @@ from tilecast.specs import SpecError, UnknownSpecError, all_models, get_model, l
 
 DATA_MODELS = ("bert_large", "bert", "gpt2_med", "gpt2_large", "gpt2_xl", "gpt3_xl", "gpt3_27", "gpt3_67",
                "gpt3_13", "opt", "opt_13", "switchxl4")
-PUBLISHED = ("llama2_7b", "llama3_8b", "mistral_7b")
+PUBLISHED = ("llama2_7b", "llama3_8b", "mistral_7b", "llama31_8b", "llama31_70b", "qwen3_32b")
 
 # key: (family, hidden, layers, heads, kv heads, head dim, intermediate, vocab, max positions, activation)
 EXPECTED = {
@@ -32,6 +32,9 @@ EXPECTED = {
     "llama2_7b": ("llama", 4096, 32, 32, 32, 128, 11008, 32000, 4096, "silu"),
     "llama3_8b": ("llama", 4096, 32, 32, 8, 128, 14336, 128256, 8192, "silu"),
     "mistral_7b": ("llama", 4096, 32, 32, 8, 128, 14336, 32000, 32768, "silu"),
+    "llama31_8b": ("llama", 4096, 32, 32, 8, 128, 14336, 128256, 131072, "silu"),
+    "llama31_70b": ("llama", 8192, 80, 64, 8, 128, 28672, 128256, 131072, "silu"),
+    "qwen3_32b": ("llama", 5120, 64, 64, 8, 128, 25600, 151936, 40960, "silu"),  # explicit head_dim: 64 x 128 > 5120
 }
 
 SHIPPED = sorted((CONF_DIR / "model").glob("*.yaml"))
@@ -46,7 +49,8 @@ def test_every_shipped_file_validates(path):
     spec = load_model_file(path)
     assert spec.key == path.stem
     assert spec.num_heads % spec.num_kv_heads == 0
-    assert spec.family == "switch" or spec.num_heads * spec.head_dim == spec.hidden_size
+    explicit_head_dim = spec.family == "switch" or spec.config.get("head_dim") is not None
+    assert explicit_head_dim or spec.num_heads * spec.head_dim == spec.hidden_size
     assert spec.config == yaml.safe_load(path.read_text())["config"]  # kept verbatim
 
 

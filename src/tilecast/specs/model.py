@@ -4,6 +4,11 @@ A catalog file holds ``key``, ``family``, ``source`` and ``config``: the model's
 Hugging Face config with its exact keys and values. :class:`ModelSpec` normalises the fields the
 graph builders need, one :class:`Family` per family (a registry, not a chain of ifs). Every error
 names the file, the field (``config.<key>`` for a config key) and the value.
+
+An optional ``aliases`` list holds other names :func:`get_model` accepts (the Hugging Face ids the
+serving data spells, ``meta-llama/Llama-3.1-70B``); a name two files claim is an error. Models known
+but not forecastable (mixture-of-experts serving models) are listed with a reason in
+``conf/unsupported_models.yaml``: :func:`get_model` raises :class:`UnsupportedModelError` for them.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 from tilecast.paths import CONF_DIR
 from tilecast.specs.catalog import invalid, nonempty_str, positive_int, read_yaml, unknown_error
 from tilecast.specs.errors import SpecError
+from tilecast.specs.gpu import alias_list
 
 
 @dataclass(frozen=True)
@@ -44,12 +50,30 @@ class ModelSpec:
     sparse_step: int = 0  # switch: every sparse_step-th layer is sparse
     type_vocab_size: int = 0  # bert
     word_embed_proj_dim: int = 0  # opt (== hidden_size for opt-1.3b)
+    qk_norm: bool = False  # llama: per-head RMSNorm of q and k over head_dim (Qwen3's q_norm / k_norm)
+    aliases: tuple[str, ...] = ()  # other names get_model accepts (Hugging Face ids: "Qwen/Qwen3-32B")
     config: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def gated_mlp(self) -> bool:
         """SwiGLU-style MLP with a gate projection (llama family)."""
         return self.family == "llama"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name :func:`get_model` finds this model by: key, then aliases."""
+        return (self.key, *self.aliases)
+
+
+class UnsupportedModelError(SpecError):
+    """A model the catalog knows of but cannot forecast (``conf/unsupported_models.yaml``); says why."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"model {name!r} cannot be forecast: {reason}")
+        self.name, self.reason = name, reason
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable (worker processes) despite the custom __init__
+        return type(self), (self.name, self.reason)
 
 
 class _BadConfig(Exception):
@@ -152,11 +176,16 @@ def _read_switch(c: Mapping[str, Any], h: int) -> dict[str, Any]:
                 sparse_step=sparse_step)
 
 
+#: llama-family ``model_type`` values whose attention normalises q and k per head (``Qwen3Attention``)
+QK_NORM_MODEL_TYPES = frozenset({"qwen3"})
+
+
 def _read_llama(c: Mapping[str, Any], h: int) -> dict[str, Any]:
     return dict(num_layers=_int(c, "num_hidden_layers"), intermediate_size=_int(c, "intermediate_size"),
                 vocab_size=_int(c, "vocab_size"), max_positions=_int(c, "max_position_embeddings"),
                 activation=_str(c, "hidden_act", "silu"), norm="rmsnorm",
-                tie_word_embeddings=_bool(c, "tie_word_embeddings", False))
+                tie_word_embeddings=_bool(c, "tie_word_embeddings", False),
+                qk_norm=isinstance(c.get("model_type"), str) and c["model_type"] in QK_NORM_MODEL_TYPES)
 
 
 #: family name -> how to read its Hugging Face config (defaults are the transformers config defaults)
@@ -194,15 +223,16 @@ def _attention(fam: Family, c: Mapping[str, Any], path: Path) -> dict[str, int]:
 
 
 _TOP_FIELDS = ("key", "family", "source", "config")
+_OPTIONAL_FIELDS = ("aliases",)
 
 
 def load_model_file(path: Path) -> ModelSpec:
     """Validate one model YAML file; errors name the file, the field and the value."""
     data = read_yaml(path)
-    extra = sorted(set(data) - set(_TOP_FIELDS))
+    extra = sorted(set(data) - set(_TOP_FIELDS) - set(_OPTIONAL_FIELDS))
     if extra:
         raise SpecError(f"{path}: unknown field {extra[0]!r} (value {data[extra[0]]!r}); "
-                        f"known fields: {', '.join(_TOP_FIELDS)}")
+                        f"known fields: {', '.join(_TOP_FIELDS + _OPTIONAL_FIELDS)}")
     for name in _TOP_FIELDS:
         if name not in data:
             raise SpecError(f"{path}: missing field {name!r}")
@@ -214,6 +244,9 @@ def load_model_file(path: Path) -> ModelSpec:
     family = data["family"]
     if not isinstance(family, str) or family not in FAMILIES:
         raise invalid(path, "family", family, "one of " + ", ".join(FAMILIES))
+    aliases = () if data.get("aliases") is None else data["aliases"]  # absent or null: none
+    if not alias_list(aliases):
+        raise invalid(path, "aliases", data["aliases"], alias_list)
     cfg = data["config"]
     if not isinstance(cfg, dict):
         raise invalid(path, "config", cfg, "a mapping (the Hugging Face config)")
@@ -225,23 +258,92 @@ def load_model_file(path: Path) -> ModelSpec:
         if exc.value is _MISSING:
             raise SpecError(f"{path}: missing field 'config.{exc.key}' for family {family!r}") from None
         raise invalid(path, f"config.{exc.key}", exc.value, exc.expected) from None
-    return ModelSpec(key=data["key"], family=family, source=data["source"],
+    return ModelSpec(key=data["key"], family=family, source=data["source"], aliases=tuple(aliases),
                      config=MappingProxyType(dict(cfg)), **fields)
 
 
+#: beside ``model/``, not in it: the models known but not forecastable, by group with a reason
+UNSUPPORTED_FILE = "unsupported_models.yaml"
+
+
+def load_unsupported_file(path: Path) -> dict[str, str]:
+    """``conf/unsupported_models.yaml`` -> model id -> reason; a missing file lists none.
+
+    The file holds ``groups``: a list of ``{reason: <text>, models: [<id>, ...]}``; an id listed twice is
+    an error naming it.
+    """
+    if not Path(path).exists():
+        return {}
+    data = read_yaml(path)
+    extra = sorted(set(data) - {"groups"})
+    if extra:
+        raise SpecError(f"{path}: unknown field {extra[0]!r} (value {data[extra[0]]!r}); known fields: groups")
+    groups = data.get("groups")
+    if not isinstance(groups, list):
+        raise invalid(path, "groups", groups, "a list of {reason, models} mappings")
+    reasons: dict[str, str] = {}
+    for i, group in enumerate(groups):
+        where = f"groups[{i}]"
+        if not isinstance(group, dict) or set(group) != {"reason", "models"}:
+            raise invalid(path, where, group, "a mapping with exactly the fields reason and models")
+        if not nonempty_str(group["reason"]):
+            raise invalid(path, f"{where}.reason", group["reason"], nonempty_str)
+        if not alias_list(group["models"]) or not group["models"]:
+            raise invalid(path, f"{where}.models", group["models"], "a non-empty " + alias_list.__doc__)
+        for name in group["models"]:
+            if name in reasons:
+                raise SpecError(f"{path}: field '{where}.models' lists {name!r}, which an earlier group lists")
+            reasons[name] = " ".join(group["reason"].split())
+    return reasons
+
+
+@dataclass(frozen=True)
+class _Catalog:
+    by_key: dict[str, ModelSpec]
+    index: dict[str, ModelSpec]  # every name: keys and aliases
+    unsupported: dict[str, str]  # model id -> why it cannot be forecast
+
+
 @functools.cache
-def _catalog(conf_dir: Path) -> dict[str, ModelSpec]:
-    return {p.stem: load_model_file(p) for p in sorted((conf_dir / "model").glob("*.yaml"))}
+def _catalog(conf_dir: Path) -> _Catalog:
+    """Load every ``model/*.yaml`` and the unsupported list. A name two files claim (key or alias), or a
+    catalog name the unsupported list also lists, would make lookups ambiguous: :class:`SpecError` naming
+    both files."""
+    specs = {p: load_model_file(p) for p in sorted((conf_dir / "model").glob("*.yaml"))}
+    unsupported_path = conf_dir / UNSUPPORTED_FILE
+    unsupported = load_unsupported_file(unsupported_path)
+    owner: dict[str, Path] = {p.stem: p for p in specs}  # keys first: another file's alias must not shadow one
+    index: dict[str, ModelSpec] = {}
+    for p, spec in specs.items():
+        for name in spec.aliases:
+            if owner.setdefault(name, p) != p:
+                raise SpecError(f"{p}: field 'aliases' has value {name!r}, which {owner[name]} already names")
+        index.update((name, spec) for name in spec.names)
+    for name in unsupported:
+        if name in owner:
+            raise SpecError(f"{unsupported_path}: lists {name!r} as unsupported, which {owner[name]} names")
+    return _Catalog({s.key: s for s in specs.values()}, index, unsupported)
 
 
 def all_models(conf_dir: Path = CONF_DIR) -> dict[str, ModelSpec]:
     """Every model of the catalog by key."""
-    return dict(_catalog(Path(conf_dir)))
+    return dict(_catalog(Path(conf_dir)).by_key)
 
 
-def get_model(key: str, conf_dir: Path = CONF_DIR) -> ModelSpec:
-    """Look a model up by catalog key; unknown -> error listing the closest known keys."""
+def unsupported_models(conf_dir: Path = CONF_DIR) -> dict[str, str]:
+    """The model ids known but not forecastable -> the reason (``conf/unsupported_models.yaml``)."""
+    return dict(_catalog(Path(conf_dir)).unsupported)
+
+
+def get_model(name: str, conf_dir: Path = CONF_DIR) -> ModelSpec:
+    """Look a model up by catalog key or alias (a Hugging Face id such as ``meta-llama/Llama-3.1-70B``).
+
+    A model of ``conf/unsupported_models.yaml`` raises :class:`UnsupportedModelError` with its reason;
+    an unknown name raises :class:`~tilecast.specs.UnknownSpecError` listing the closest known names.
+    """
     cat = _catalog(Path(conf_dir))
-    if key in cat:
-        return cat[key]
-    raise unknown_error("model", key, list(cat))
+    if name in cat.index:
+        return cat.index[name]
+    if name in cat.unsupported:
+        raise UnsupportedModelError(name, cat.unsupported[name])
+    raise unknown_error("model", name, {k: list(s.aliases) for k, s in cat.by_key.items()})
