@@ -10,8 +10,7 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tilecast.cli import user_errors
-from tilecast.evaluation.run import load_labels
+from tilecast.cli import user_errors, with_catalog_args
 from tilecast.registry.promotion import PromotionPolicy, PromotionRefused, promote, rollback
 from tilecast.registry.tracking import configure
 
@@ -21,14 +20,16 @@ log = logging.getLogger("promote")
 @hydra.main(version_base="1.3", config_path="../conf", config_name="promote")
 @user_errors()
 def main(cfg: DictConfig) -> None:
-    uri = configure(cfg.mlflow.tracking_uri)
+    uri = configure(cfg.mlflow.tracking_uri, timeout_s=cfg.mlflow.get("connect_timeout_s"))
     log.info("tracking at %s", uri)
     families = tuple(cfg.families)
     try:
         if cfg.rollback:
             for move in rollback(families, register=cfg.register_forecaster, experiment=cfg.mlflow.experiment):
-                print(f"{move.model}@{move.alias}: v{move.from_version} -> v{move.to_version} ({move.reason})")
+                print(f"{move.model}@{move.alias}: {move.describe()} ({move.reason})")
             return
+        from tilecast.evaluation.run import load_labels  # the evaluation stack: not needed by a rollback
+
         policy = PromotionPolicy(cfg.kernel_tolerance_pct, cfg.e2e_tolerance_pct, tuple(cfg.unseen_gpus))
         result = promote(families, policy, load_labels(cfg.labels_dir), cfg.mlflow.experiment,
                          OmegaConf.to_yaml(cfg, resolve=True), register=cfg.register_forecaster)
@@ -37,7 +38,7 @@ def main(cfg: DictConfig) -> None:
         raise SystemExit(1) from None
     print(f"promoted ({'first promotion' if result.first else 'passed the gates'}): {result.reason}")
     for move in result.moves:
-        print(f"  {move.model}@{move.alias}: v{move.from_version} -> v{move.to_version}")
+        print(f"  {move.model}@{move.alias}: {move.describe()}")
     if not result.moves:
         print("  (the challengers already are the champions)")
     if result.forecaster_version:
@@ -46,4 +47,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with_catalog_args(main)()

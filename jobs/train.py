@@ -10,7 +10,7 @@ import logging
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tilecast.cli import user_errors
+from tilecast.cli import user_errors, with_catalog_args
 from tilecast.registry.tracking import configure
 from tilecast.registry.training import TrainSpec, train
 
@@ -20,13 +20,13 @@ log = logging.getLogger("train")
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 @user_errors()
 def main(cfg: DictConfig) -> None:
-    uri = configure(cfg.mlflow.tracking_uri)
-    log.info("tracking at %s (experiment %s)", uri, cfg.mlflow.experiment)
     spec = TrainSpec(predictor=cfg.predictor.name,
                      params=OmegaConf.to_container(cfg.predictor, resolve=True).get("params") or {},
                      families=tuple(cfg.families), experiment=cfg.mlflow.experiment, alias=cfg.alias,
                      val_fraction=cfg.val_fraction, seed=cfg.seed, unseen_gpus=tuple(cfg.unseen_gpus),
-                     max_rows=cfg.max_rows)
+                     max_rows=cfg.max_rows)  # a refused spec (alias=champion) stops before the store is touched
+    uri = configure(cfg.mlflow.tracking_uri, timeout_s=cfg.mlflow.get("connect_timeout_s"))
+    log.info("tracking at %s (experiment %s)", uri, cfg.mlflow.experiment)
     results = train(spec, OmegaConf.to_yaml(cfg, resolve=True))
     for r in results:
         print(f"{r.model} v{r.version} @{spec.alias}  run {r.run_id}  val MAPE {r.metrics['val_mape_pct']:.1f}%  "
@@ -34,4 +34,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with_catalog_args(main)()

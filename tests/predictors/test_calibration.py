@@ -3,10 +3,11 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tilecast.predictors import evaluation_rows, fit_predictor
-from tilecast.predictors.calibration import Calibration, fit_calibration, weighted_median
+from tilecast.predictors.calibration import Calibration, fit_calibration, loo_mape_pct, weighted_median
 from tilecast.specs import get_gpu
 from tilecast.tiles.roofline import roofline_ms
 
@@ -150,3 +151,30 @@ def test_too_few_rows_for_the_shape_residual_fall_back_to_scale(measured):
     rows["Latency"] = 2.0 * roofline_ms(rows, gpu)
     cal = fit_calibration(roof, rows.head(3), gpu)
     assert cal.alpha == () and cal.scale == pytest.approx(2.0)
+
+
+def test_leave_one_out_error_holds_out_every_row_of_a_shape():
+    """Leave-one-out MAPE of the correction (the calibration gate of issue 17): a predictor right up to a factor
+    is corrected on rows it did not see; twenty measurements of one shape are held out together, so they cannot
+    vouch for each other."""
+    gpu = get_gpu("l4")
+    rows = evaluation_rows("linear", devices=["l4"]).drop_duplicates(["M", "N", "K"]).head(12).reset_index(drop=True)
+    p = Jittered(seed=3)
+    rows["Latency"] = 3.0 * p.predict_ms(rows, gpu)  # above the roofline (>= 0.5x it times 3)
+    before = float(np.mean(np.abs(p.predict_ms(rows, gpu) / rows["Latency"] - 1)) * 100)
+    assert loo_mape_pct(p, rows, gpu) < 1e-6 < before
+
+    twins = pd.concat([rows.iloc[[0]]] * 10 + [rows.iloc[1:6]], ignore_index=True)
+    twins["Latency"] = p.predict_ms(twins, gpu) * np.where(np.arange(len(twins)) < 10, 3.0, 1.0)
+    shapes = twins[["M", "N", "K"]].astype(str).agg("x".join, axis=1).to_numpy()
+    by_row, by_shape = loo_mape_pct(p, twins, gpu), loo_mape_pct(p, twins, gpu, groups=shapes)
+    assert by_shape > 40.0 > 20.0 > by_row  # by row, each twin is predicted from the other nine
+    with pytest.raises(ValueError, match="at least 2 groups"):
+        loo_mape_pct(p, twins.head(10), gpu, groups=shapes[:10])
+
+
+def test_non_finite_parameters_are_named():
+    assert Calibration("linear", "l4", scale=1.2, alpha=(0.1, -0.2), centres=((1.0,), (2.0,))).non_finite() == []
+    bad = Calibration("linear", "l4", scale=float("nan"), alpha=(0.1, float("inf")))
+    assert bad.non_finite() == ["scale=nan", "alpha[1]=inf"]
+    assert Calibration("linear", "l4", scale=0.0).non_finite() == ["scale=0 (must be > 0)"]

@@ -139,6 +139,8 @@ def test_promotion_lifecycle(store, few_labels, monkeypatch, tmp_path):
                      register=False)
     assert result.promoted and not result.first
     assert alias_versions("champion", ["linear"]) == {"linear": bad["linear"]}
+    # no forecaster bundles the new champions and none was registered: @champion must not serve the old set
+    assert "champion" not in client.get_registered_model(FORECASTER_NAME).aliases
     move = alias_history("tilecast-linear", "champion")[-1]
     assert (move.from_version, move.to_version) == (first["linear"], bad["linear"])
     assert {"challenger.kernel_mape_pct.linear", "champion.kernel_mape_pct.linear"} <= set(move.metrics)

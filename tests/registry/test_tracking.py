@@ -35,21 +35,23 @@ def test_default_is_absolute_sqlite_under_mlruns():
 
 def test_precedence_explicit_over_env_over_default(tmp_path, monkeypatch, restore_uris):
     env_db, arg_db = tmp_path / "env" / "e.db", tmp_path / "arg" / "a.db"
+    env_db.parent.mkdir()
+    arg_db.parent.mkdir()
     monkeypatch.setenv(ENV_VAR, f"sqlite:///{env_db}")
-    assert configure(None) == f"sqlite:///{env_db}"
+    assert configure(None, check=False) == f"sqlite:///{env_db}"
     assert mlflow.get_registry_uri() == f"sqlite:///{env_db}"
-    assert configure(f"sqlite:///{arg_db}") == f"sqlite:///{arg_db}"
+    assert configure(f"sqlite:///{arg_db}", check=False) == f"sqlite:///{arg_db}"
     assert mlflow.get_tracking_uri() == f"sqlite:///{arg_db}"
     monkeypatch.delenv(ENV_VAR)
-    assert configure() == default_tracking_uri()
+    assert configure(check=False) == default_tracking_uri()
 
 
 def test_relative_paths_become_absolute(tmp_path, monkeypatch, restore_uris):
     monkeypatch.delenv(ENV_VAR, raising=False)
     monkeypatch.chdir(tmp_path)
-    assert configure("sqlite:///rel/store.db") == f"sqlite:///{tmp_path / 'rel' / 'store.db'}"
-    assert (tmp_path / "rel").is_dir()
-    assert configure("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+    (tmp_path / "rel").mkdir()  # a store's directory must exist (a mistyped one is never created)
+    assert configure("sqlite:///rel/store.db", check=False) == f"sqlite:///{tmp_path / 'rel' / 'store.db'}"
+    assert configure("http://127.0.0.1:5000", check=False) == "http://127.0.0.1:5000"
     assert local_artifact_root("http://127.0.0.1:5000") is None
     with pytest.raises(ValueError, match="sqlite"):
         configure("sqlite://")

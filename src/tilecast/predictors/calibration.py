@@ -1,7 +1,7 @@
 """Calibration tier: a small per-family correction for one GPU from a handful of measured kernels.
 
 Part of a learned predictor's error on an unseen GPU is one factor for the whole family (how
-efficiently that GPU's kernels run, METHOD.md §7): ``scale``, the value minimising the mean absolute
+efficiently that GPU's kernels run, docs/method.md §11): ``scale``, the value minimising the mean absolute
 percentage error on the measured rows, i.e. the weighted median of ``measured / predicted`` with
 weights ``predicted / measured``. The rest depends on the shape (row length of a softmax or layer norm,
 the GEMM's M, N, K: which kernel variant the GPU's library runs), so the default method (``krr``) adds a
@@ -111,6 +111,16 @@ class Calibration:
         """JSON-ready fields."""
         return asdict(self)
 
+    def non_finite(self) -> list[str]:
+        """Parameters that make the correction unusable (``scale=nan``, ``alpha[3]=inf``, a scale <= 0); [] if none."""
+        out = [f"{name}={getattr(self, name):g}" for name in ("scale", "slope", "ref_ms", "floor_ms", "length")
+               if not np.isfinite(getattr(self, name))]
+        out += [f"alpha[{i}]={v:g}" for i, v in enumerate(self.alpha) if not np.isfinite(v)]
+        out += [f"centres[{i}]" for i, c in enumerate(self.centres) if not np.all(np.isfinite(c))]
+        if np.isfinite(self.scale) and self.scale <= 0:
+            out.append(f"scale={self.scale:g} (must be > 0)")
+        return out
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Calibration:
         """Inverse of :meth:`to_dict` (also reads calibrations stored before the shape residual existed)."""
@@ -204,3 +214,43 @@ def fit_calibration(predictor: Any, rows_measured: pd.DataFrame, gpu: GpuSpec, m
             loo = {name: _loo_mape(lambda keep, name=name: fit(name, keep), rows, pred, lat) for name in BASES}
             base = min(BASES, key=loo.__getitem__)  # BASES order: ties keep the predictor
     return fit(base)
+
+
+class _Precomputed:
+    """A predictor whose forecasts of some rows are known (by row index): refits on subsets never predict again."""
+
+    def __init__(self, family: str, floor_ms: float, pred_ms: pd.Series) -> None:
+        self.family, self.floor_ms, self.pred_ms = family, floor_ms, pred_ms
+
+    def predict_ms(self, rows: pd.DataFrame, gpu: GpuSpec | None = None) -> np.ndarray:
+        return self.pred_ms.loc[rows.index].to_numpy(dtype=float)
+
+
+def loo_mape_pct(predictor: Any, rows_measured: pd.DataFrame, gpu: GpuSpec, groups: Any = None,
+                 max_folds: int = 20, **fit_kwargs: Any) -> float:
+    """Leave-one-out MAPE (%) of the calibration of ``predictor`` on ``rows_measured`` (with ``Latency``): each
+    row's corrected forecast comes from a correction (``fit_calibration(..., **fit_kwargs)``) fitted without it.
+
+    ``groups`` (one label per row, e.g. the kernel shape): rows of one group are held out together, so repeated
+    measurements of a shape cannot vouch for each other. Beyond ``max_folds`` groups, groups are dealt into
+    ``max_folds`` folds (leave-one-fold-out) to bound the cost.
+    """
+    rows = rows_measured.reset_index(drop=True)
+    lat = pd.to_numeric(rows["Latency"], errors="coerce").to_numpy(dtype=float)
+    labels = np.arange(len(rows)) if groups is None else np.asarray(groups)
+    if len(labels) != len(rows):
+        raise ValueError(f"groups has {len(labels)} labels for {len(rows)} rows")
+    uniq = pd.unique(labels)
+    if len(uniq) < 2:
+        raise ValueError(f"leave-one-out needs at least 2 groups of rows, got {len(uniq)}")
+    fold_of = {g: i % max_folds for i, g in enumerate(uniq)} if len(uniq) > max_folds else {g: i for i, g in
+                                                                                             enumerate(uniq)}
+    folds = np.array([fold_of[g] for g in labels])
+    pred = pd.Series(np.asarray(predictor.predict_ms(rows, gpu), dtype=float), index=rows.index)
+    fixed = _Precomputed(str(getattr(predictor, "family", "")), float(getattr(predictor, "floor_ms", 0.0)), pred)
+    ape = np.empty(len(rows))
+    for fold in np.unique(folds):
+        test = folds == fold
+        cal = fit_calibration(fixed, rows.loc[~test], gpu, **fit_kwargs)
+        ape[test] = 100.0 * np.abs(np.asarray(cal.apply(pred[test].to_numpy(), rows.loc[test]), float) / lat[test] - 1)
+    return float(np.mean(ape))

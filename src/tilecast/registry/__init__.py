@@ -1,12 +1,20 @@
 """MLflow side of tilecast: tracking configuration, registered per-family predictors, aliases with history,
 per-GPU calibrations, training runs and kernel forecasts from the registry.
 
-Names: ``tilecast-<family>`` (aliases ``@challenger`` set by training, ``@champion`` by promotion) and
-``tilecast-calibration-<gpu key>`` (alias ``@current``). Every alias move is recorded (see ``aliases``).
+Names: ``tilecast-<family>`` (aliases ``@challenger`` set by training, ``@champion`` only by promotion) and
+``tilecast-calibration-<gpu key>`` (alias ``@current``). Every alias move is recorded, safely under concurrent
+jobs, and rollbacks replay that history (see ``aliases``). ``configure`` refuses an unusable store at once
+(:class:`TrackingError`).
 """
 
-from tilecast.registry.aliases import AliasMove, alias_history, move_alias
-from tilecast.registry.calibrations import CalibrationSet, FamilyCalibration, load_calibration, save_calibration
+from tilecast.registry.aliases import AliasMove, NothingToRollBack, alias_history, move_alias, roll_back
+from tilecast.registry.calibrations import (
+    CalibrationSet,
+    FamilyCalibration,
+    load_calibration,
+    rollback_calibration,
+    save_calibration,
+)
 from tilecast.registry.kernel_forecast import (
     RegistryKernelForecast,
     RegistryPredictor,
@@ -25,11 +33,11 @@ from tilecast.registry.models import (
     model_name,
     resolve_alias,
 )
-from tilecast.registry.tracking import configure, default_tracking_uri, ensure_experiment
+from tilecast.registry.tracking import TrackingError, configure, default_tracking_uri, ensure_experiment
 
 __all__ = ["DEFAULT_ALIAS", "AliasMove", "CalibrationSet", "FamilyCalibration", "IncompatibleModelError",
-           "LoadedPredictor", "RegistryError",
-           "RegistryKernelForecast", "RegistryPredictor", "Resolved", "alias_history", "configure",
+           "LoadedPredictor", "NothingToRollBack", "RegistryError",
+           "RegistryKernelForecast", "RegistryPredictor", "Resolved", "TrackingError", "alias_history", "configure",
            "default_tracking_uri", "ensure_experiment", "family_predictor", "forecast_from_registry",
            "load_calibration", "load_predictor", "load_registry_predictor", "log_predictor", "model_name",
-           "move_alias", "resolve_alias", "save_calibration"]
+           "move_alias", "resolve_alias", "roll_back", "rollback_calibration", "save_calibration"]

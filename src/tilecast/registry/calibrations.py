@@ -21,7 +21,17 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from tilecast.predictors.calibration import Calibration
-from tilecast.registry.aliases import move_alias
+from tilecast.registry.aliases import (
+    ROLLBACK,
+    AliasMove,
+    NothingToRollBack,
+    alias_history,
+    is_transient,
+    move_alias,
+    roll_back,
+    rollback_target,
+)
+from tilecast.registry.tracking import ensure_experiment
 
 log = logging.getLogger(__name__)
 
@@ -97,13 +107,42 @@ def save_calibration(cal: CalibrationSet, measurements: pd.DataFrame, reason: st
     except MlflowException as exc:
         if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
             raise
-        client.create_registered_model(name, description=f"per-family latency corrections for {cal.gpu_key}")
+        try:
+            client.create_registered_model(name, description=f"per-family latency corrections for {cal.gpu_key}")
+        except MlflowException as created:  # another job created it in between
+            if created.error_code != "RESOURCE_ALREADY_EXISTS" and not is_transient(created):
+                raise
     source = f"{run.info.artifact_uri.rstrip('/')}/{ARTIFACT_DIR}"
     mv = client.create_model_version(name, source=source, run_id=run.info.run_id)
     metrics = {f"{fam}.{k}": v for fam, c in cal.families.items() for k, v in c.metrics.items()}
     move_alias(name, CURRENT_ALIAS, mv.version, reason=reason, metrics=metrics, client=client)
     _CACHE.clear()
     return CalibrationSet(cal.gpu_key, cal.families, str(mv.version))
+
+
+def rollback_calibration(gpu_key: str, experiment: str = "tilecast-calibration") -> AliasMove:
+    """Restore the calibration of ``gpu_key`` that ``@current`` pointed at before its latest move not yet undone;
+    when that move stored the first calibration, remove ``@current`` (forecasts on that GPU are then
+    uncalibrated). Recorded in the alias history (a ``rollback`` move) and as an MLflow run of ``experiment``.
+    A second rollback goes further back; with nothing left, :class:`NothingToRollBack`, nothing changed."""
+    name = calibration_model_name(gpu_key)
+    client = MlflowClient()
+    try:
+        history = alias_history(name, CURRENT_ALIAS, client)
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        history = []
+    if rollback_target(history) is None:
+        what = "every stored calibration is rolled back already" if history else "no calibration was ever stored"
+        raise NothingToRollBack(f"{name}: {what}; nothing to roll back")
+    with mlflow.start_run(experiment_id=ensure_experiment(experiment), run_name=f"rollback-{gpu_key}") as run:
+        move = roll_back(name, CURRENT_ALIAS, client=client, allow_remove=True,
+                         reason=f"jobs/calibrate.py gpu={gpu_key} rollback=true (run {run.info.run_id})")
+        mlflow.set_tags({"tilecast.gpu": gpu_key, "tilecast.rollback": f"{name}@{CURRENT_ALIAS} {move.describe()}",
+                         "tilecast.kind": ROLLBACK})
+    _CACHE.clear()
+    return move
 
 
 _CACHE: dict[tuple[str, str, str], CalibrationSet] = {}

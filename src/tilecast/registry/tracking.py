@@ -5,12 +5,23 @@ Precedence: an explicit URI (``mlflow.tracking_uri=`` in a job's config) > ``MLF
 For a local sqlite store the artifacts live beside the database (``<db dir>/artifacts``); a
 tracking server decides its own artifact location (``--default-artifact-root`` /
 ``--artifacts-destination``).
+
+A store that cannot be used stops a job at once with one line naming the URI (:class:`TrackingError`),
+never after minutes of retries: before MLflow touches it, a sqlite path must be a database file (or
+not exist yet) in an existing directory, a mistyped directory is never created (only the embedded
+default's ``mlruns/`` is), and a server must accept a connection within ``timeout_s``; then one
+cheap request to tracking and registry checks the store answers. MLflow's HTTP requests get the same
+timeout and few retries (``MLFLOW_HTTP_REQUEST_TIMEOUT`` / ``_MAX_RETRIES`` / ``_BACKOFF_FACTOR``,
+set before the first request; values already in the environment are kept).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
+import socket
+import sqlite3
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -18,10 +29,23 @@ import mlflow
 from mlflow import MlflowClient
 
 from tilecast.paths import MLRUNS_DIR
+from tilecast.registry.models import RegistryError
 
 log = logging.getLogger(__name__)
 
 ENV_VAR = "MLFLOW_TRACKING_URI"
+#: seconds a server gets to accept a connection and to answer each request (``mlflow.connect_timeout_s``)
+DEFAULT_TIMEOUT_S = 10
+#: MLflow's HTTP retry settings while tilecast runs (MLflow's own defaults retry for minutes)
+HTTP_RETRIES, HTTP_BACKOFF_FACTOR = 2, 1
+TIMEOUT_ENV, RETRIES_ENV, BACKOFF_ENV = ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+                                         "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_CHECKED: set[str] = set()  # URIs whose store answered in this process
+
+
+class TrackingError(RegistryError):
+    """The tracking store cannot be used (unreachable server, not a database, missing directory, bad scheme)."""
 
 
 def default_tracking_uri() -> str:
@@ -51,17 +75,112 @@ def local_artifact_root(tracking_uri: str) -> str | None:
     return None
 
 
-def configure(tracking_uri: str | None = None) -> str:
+def http_limits(timeout_s: float | None = None) -> int:
+    """Set MLflow's HTTP timeout (``timeout_s``, else ``MLFLOW_HTTP_REQUEST_TIMEOUT``, else
+    :data:`DEFAULT_TIMEOUT_S`) and short retries for this process; returns the timeout in whole seconds."""
+    if timeout_s is not None:
+        if not timeout_s > 0:
+            raise ValueError(f"mlflow.connect_timeout_s must be > 0 seconds, got {timeout_s!r}")
+        os.environ[TIMEOUT_ENV] = str(max(1, math.ceil(timeout_s)))
+    os.environ.setdefault(TIMEOUT_ENV, str(DEFAULT_TIMEOUT_S))
+    os.environ.setdefault(RETRIES_ENV, str(HTTP_RETRIES))
+    os.environ.setdefault(BACKOFF_ENV, str(HTTP_BACKOFF_FACTOR))
+    try:
+        return int(os.environ[TIMEOUT_ENV])
+    except ValueError:
+        raise ValueError(f"{TIMEOUT_ENV}={os.environ[TIMEOUT_ENV]!r} is not a whole number of seconds") from None
+
+
+def _fail(uri: str, source: str, why: str) -> TrackingError:
+    return TrackingError(f"tracking URI {uri} (from {source}) {why}")
+
+
+def check_sqlite(uri: str, source: str = "mlflow.tracking_uri", create_dir: bool = False,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> Path:
+    """The database file of a ``sqlite:///`` URI, checked before MLflow opens it (MLflow would create any
+    missing directory and retry a bad file for minutes). ``create_dir``: create a missing parent directory
+    (the embedded default only)."""
+    db = Path(uri[len("sqlite:///"):])
+    if db.is_dir():
+        raise _fail(uri, source, f"names a directory, not a database file: {db} is a directory "
+                                 f"(did you mean sqlite:///{db / 'mlflow.db'}?)")
+    if not db.parent.is_dir():
+        if not create_dir:
+            raise _fail(uri, source, f"points into {db.parent}, which does not exist (a mistyped path?); no store "
+                                     f"was created. To start a new store there, create the directory first")
+        db.parent.mkdir(parents=True, exist_ok=True)
+    if not db.exists():
+        log.warning("no MLflow store at %s yet: a new, empty one is created", db)
+        return db
+    if not os.access(db, os.R_OK | os.W_OK):
+        raise _fail(uri, source, f"cannot be used: {db} is not readable and writable by this user")
+    if db.stat().st_size == 0:
+        return db
+    with db.open("rb") as f:
+        if f.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
+            raise _fail(uri, source, f"cannot be used: {db} is not an SQLite database")
+    try:
+        with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=timeout_s) as con:
+            tables = {r[0] for r in con.execute("select name from sqlite_master where type = 'table'")}
+    except sqlite3.Error as exc:
+        raise _fail(uri, source, f"cannot be read: {db}: {exc}") from None
+    if tables and "alembic_version" not in tables:
+        raise _fail(uri, source, f"cannot be used: {db} is an SQLite database but not an MLflow store (its tables: "
+                                 f"{', '.join(sorted(tables)[:8])})")
+    return db
+
+
+def _check_server(uri: str, source: str, timeout_s: float) -> None:
+    parsed = urlparse(uri)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((parsed.hostname or "", port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise _fail(uri, source, f"does not answer: cannot connect to {parsed.hostname}:{port} "
+                                 f"({exc.strerror or exc or type(exc).__name__}; waited at most {timeout_s:g} s); "
+                                 f"start the tracking server or point mlflow.tracking_uri= / {ENV_VAR} at a "
+                                 f"running one") from None
+
+
+def _probe(uri: str, source: str) -> None:
+    """One request each to tracking and registry, without retries: the store answers, or a TrackingError."""
+    retries = os.environ.get(RETRIES_ENV)
+    os.environ[RETRIES_ENV] = "0"
+    try:
+        client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+        client.search_experiments(max_results=1)
+        client.search_registered_models(max_results=1)
+    except Exception as exc:  # any failure here means the store is unusable: say which and why, on one line
+        text = " ".join(str(exc).split())[:400] or type(exc).__name__
+        raise _fail(uri, source, f"cannot be used: {type(exc).__name__}: {text}") from None
+    finally:
+        if retries is None:
+            os.environ.pop(RETRIES_ENV, None)
+        else:
+            os.environ[RETRIES_ENV] = retries
+
+
+def configure(tracking_uri: str | None = None, *, timeout_s: float | None = None, check: bool = True) -> str:
     """Point MLflow tracking and registry at one absolute URI and return it.
 
     ``tracking_uri`` wins over ``MLFLOW_TRACKING_URI``, which wins over the embedded sqlite default.
+    ``timeout_s`` (``mlflow.connect_timeout_s``): how long a server gets (see :func:`http_limits`).
+    ``check``: make sure the store can be used (once per URI and process), else :class:`TrackingError`.
     """
+    source = "mlflow.tracking_uri" if tracking_uri else ENV_VAR if os.environ.get(ENV_VAR) else "the default"
     uri = _absolute(tracking_uri or os.environ.get(ENV_VAR) or default_tracking_uri())
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one log line per event, no bars
-    if uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    timeout = http_limits(timeout_s)
+    scheme = urlparse(uri).scheme
+    if scheme == "sqlite":
+        check_sqlite(uri, source, create_dir=uri == default_tracking_uri(), timeout_s=timeout)
+    if check and uri not in _CHECKED and scheme in ("http", "https"):
+        _check_server(uri, source, timeout)
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
+    if check and uri not in _CHECKED:
+        _probe(uri, source)
+        _CHECKED.add(uri)
     return uri
 
 
