@@ -58,7 +58,7 @@ def test_data_parallel_hides_allreduce_behind_backward():
 
 
 def test_pipeline_one_micro_batch_is_the_papers_formula():
-    """METHOD.md §4 with one send-recv per boundary: pro + L layers + epi each way, plus (p-1) sr each way."""
+    """docs/method.md §9 with one send-recv per boundary: pro + L layers + epi each way, plus (p-1) sr each way."""
     t = totals((1, 36, 3), (2, 72, 6), (0.1, 3.6, 0.3), comm_fw=(0, 0.3, 0), comm_bw=(0, 0.3, 0), layers=36,
                degree=4)
     out = schedule("pp", t)

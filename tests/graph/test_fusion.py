@@ -1,4 +1,4 @@
-"""Fusion: grouping rule and the cost of a fused group (METHOD.md §4)."""
+"""Fusion: grouping rule and the cost of a fused group (docs/method.md §9)."""
 
 from tilecast.graph.blocks import Ctx, activation
 from tilecast.graph.fusion import fused_vec_op, fusion_groups

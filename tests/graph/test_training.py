@@ -1,4 +1,4 @@
-"""The training table (METHOD.md §1): each forward rule -> its backward and accumulation ops."""
+"""The training table (docs/method.md §2): each forward rule -> its backward and accumulation ops."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Roofline baseline: hand computations, and the reference's per-device MAPE (METHOD.md §3)."""
+"""Roofline baseline: hand computations, and the reference's per-device MAPE (docs/method.md §4)."""
 
 import numpy as np
 import pandas as pd
@@ -48,7 +48,7 @@ def test_roofline_is_monotone_and_linear_in_batch(b, m, n, k, scale):
 
 
 def test_reference_mape_on_unseen_gpus(test_kernels):
-    """METHOD.md §3: bmm L4 52 / A100-80GB 29; linear 72 / 16; within 1 point."""
+    """docs/method.md §4: bmm L4 52 / A100-80GB 29; linear 72 / 16; within 1 point."""
     expected = {("bmm", "NVIDIA L4"): 52, ("bmm", "NVIDIA A100 80GB PCIe"): 29,
                 ("linear", "NVIDIA L4"): 72, ("linear", "NVIDIA A100 80GB PCIe"): 16}
     for (family, device), mape in expected.items():

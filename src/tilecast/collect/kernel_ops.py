@@ -1,6 +1,6 @@
 """What the collector can run: op name -> kernel recipe (inputs for a shape, the call, its table).
 
-Dims follow the data (METHOD.md): GEMM ``(B, M, N, K)`` is ``[B, M, N] @ [B, N, K]``; ``linear`` is
+Dims follow the data (docs/method.md §1): GEMM ``(B, M, N, K)`` is ``[B, M, N] @ [B, N, K]``; ``linear`` is
 ``x[B*M, N] @ W[K, N]^T + b[K]`` (B = 1 in the data: M tokens, N in-features, K out-features); vector
 ops are ``(B, H)``: B rows of H elements (``softmax`` / ``ln`` over H). Binary ops take two tensors,
 ``...u`` ops a tensor and a Python scalar, as the data's VEC op names mean.

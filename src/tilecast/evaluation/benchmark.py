@@ -11,7 +11,7 @@ from tilecast.data import parse_tag
 from tilecast.evaluation.run import EvaluationResult
 from tilecast.evaluation.tables import markdown, paper_shaped
 
-#: published reference means (METHOD.md §4-§5) for the cells with no per-cell table in the paper
+#: published reference means (docs/method.md §13) for the cells with no per-cell table in the paper
 PAPER_MULTI_GPU = {"dp4": 12.9, "tp4": 8.4, "pp4_1": 10.3}
 PAPER_FUSED = "3.1-24.6"
 ROWS = {"NeuSight (paper)": "neusight_ape_pct", "roofline (paper)": "roofline_paper_ape_pct",

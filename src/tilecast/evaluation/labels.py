@@ -102,7 +102,10 @@ def _read_nodes(root: Path) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     for path in sorted(p for d in sorted(root.iterdir()) if d.is_dir() for p in d.glob("*.csv")):
         shown = str(path.relative_to(root))
         try:
-            gpu = get_gpu(path.parent.name)
+            try:
+                gpu = get_gpu(path.parent.name)
+            except UnknownSpecError as exc:
+                raise ValueError(f"device directory {path.parent.name!r}: {exc}") from None
             parse_tag(path.stem)
             df = pd.read_csv(path)
             missing = [c for c in NODE_COLUMNS if c not in df]
@@ -114,6 +117,36 @@ def _read_nodes(root: Path) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
         parts.append(df.assign(device=gpu.device_name, tag=path.stem))
     nodes = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["device", "tag", *NODE_COLUMNS])
     return nodes, skipped
+
+
+@dataclass(frozen=True)
+class SkipGroup:
+    """Skipped files that share a reason (the files' own names in it replaced by ``<name>``)."""
+
+    reason: str
+    files: tuple[str, ...]
+
+    def line(self, shown: int = 3) -> str:
+        """``skipped <n> label file(s) (<first files>, ... and <k> more): <reason>``, one line."""
+        names = ", ".join(self.files[:shown]) + (f", ... and {len(self.files) - shown} more"
+                                                 if len(self.files) > shown else "")
+        noun = "label file" if len(self.files) == 1 else "label files"
+        return f"skipped {len(self.files)} {noun} ({names}): {self.reason}"
+
+
+def skipped_groups(skipped: list[tuple[str, str]]) -> list[SkipGroup]:
+    """``(path, reason)`` pairs grouped by reason, in first-seen order: a device directory the catalog lacks,
+    or many per-node files named alike, make one group each instead of one line per file."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for path, reason in skipped:
+        groups.setdefault(reason.replace(repr(Path(path).stem), "'<name>'"), []).append((path, reason))
+    return [SkipGroup(key if len(items) > 1 else items[0][1], tuple(p for p, _ in items))
+            for key, items in groups.items()]
+
+
+def skipped_lines(skipped: list[tuple[str, str]], shown: int = 3) -> list[str]:
+    """One line per :func:`skipped_groups` group, with the count, the first ``shown`` files and the reason."""
+    return [g.line(shown) for g in skipped_groups(skipped)]
 
 
 def shipped_labels() -> LabelSet:

@@ -1,4 +1,4 @@
-"""The paper's per-op-category error (METHOD.md §5) from the per-node labels.
+"""The paper's per-op-category error (docs/method.md §13) from the per-node labels.
 
 Each labelled node of a reference graph (``labels/<device>/<tag>.csv`` joined to ``graphs/<tag>.csv``
 by ``Name``) whose category is BMM, Linear (FC), an elementwise VEC op, softmax or LN has its
@@ -58,12 +58,13 @@ def perop_errors(predict: FamilyPredictor, nodes: pd.DataFrame | None = None) ->
     nodes = nodes[nodes["fw_latency"] > 0]
     out = []
     cache: dict[str, tuple[pd.DataFrame, dict[str, str]]] = {}
+    missing: dict[str, list[str]] = {}  # reason -> tags: logged once per reason at the end
     for (device, tag), part in nodes.groupby(["device", "tag"], sort=True):
         if tag not in cache:
             try:
                 cache[tag] = node_frames(tag)
             except (KeyError, ValueError) as exc:
-                log.warning("per-op: no reference graph for %s (%s); skipped", tag, str(exc).split(";")[0])
+                missing.setdefault(str(exc).split(";")[0].replace(repr(tag), "'<tag>'"), []).append(tag)
                 cache[tag] = (pd.DataFrame(), {})
         stacked, families = cache[tag]
         part = part[part["Name"].isin(list(families))]
@@ -76,6 +77,9 @@ def perop_errors(predict: FamilyPredictor, nodes: pd.DataFrame | None = None) ->
         out.append(pd.DataFrame({"device": device, "gpu": gpu.key, "tag": tag, "name": names,
                                  "family": [families[n] for n in names], "label_ms": label.loc[names].to_numpy(),
                                  "pred_ms": pred.loc[names].to_numpy()}))
+    for reason, tags in missing.items():
+        log.warning("per-op: no reference graph for %d tag%s (%s%s: %s); skipped", len(tags), "s" * (len(tags) > 1),
+                    ", ".join(tags[:3]), f", ... and {len(tags) - 3} more" if len(tags) > 3 else "", reason)
     table = pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=PEROP_COLUMNS[:-1])
     table["ape_pct"] = ape_pct(table["pred_ms"].to_numpy(float), table["label_ms"].to_numpy(float))
     return table[PEROP_COLUMNS]

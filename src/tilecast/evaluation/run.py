@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tilecast.evaluation.calibration import calibrated_for
-from tilecast.evaluation.labels import LabelSet, read_label_dir, shipped_labels
+from tilecast.evaluation.labels import LabelSet, read_label_dir, shipped_labels, skipped_lines
 from tilecast.evaluation.paper import with_paper
 from tilecast.evaluation.perop import perop_errors, perop_summary
 from tilecast.evaluation.suite import ape_summary, forecast_labels, headline
@@ -64,8 +64,8 @@ class EvaluationResult:
 def load_labels(labels_dir: str | None) -> LabelSet:
     """A label directory (resolved like every user path), or the labels shipped in ``data/``."""
     labels = read_label_dir(resolve(labels_dir)) if labels_dir else shipped_labels()
-    for path, reason in labels.skipped:
-        log.warning("skipped %s: %s", path, reason)
+    for line in skipped_lines(labels.skipped):  # one line per reason, not per file
+        log.warning("%s", line)
     return labels
 
 
@@ -130,10 +130,15 @@ def log_evaluation(result: EvaluationResult, settings: EvaluationSettings, confi
 
 
 def report_lines(result: EvaluationResult) -> list[str]:
-    """What the job prints: skipped files, the summary table, headline means, per-op error."""
-    lines = [f"skipped {p}: {r}" for p, r in result.labels.skipped]
+    """What the job prints: labels without a forecast (one line per reason), the summary table, headline means,
+    per-op error. Skipped files are logged when read (:func:`load_labels`), one line per reason."""
     failed = result.table[result.table["error"] != ""]
-    lines += [f"no forecast for {r.device}/{r.tag}: {r.error}" for r in failed.itertuples(index=False)]
+    by_error: dict[str, list[str]] = {}
+    for r in failed.itertuples(index=False):
+        by_error.setdefault(str(r.error), []).append(f"{r.device}/{r.tag}")
+    lines = [f"no forecast for {len(cells)} label{'s' if len(cells) > 1 else ''} ({', '.join(cells[:3])}"
+             f"{f', ... and {len(cells) - 3} more' if len(cells) > 3 else ''}): {error}"
+             for error, cells in by_error.items()]
     lines.append(result.summary.to_string(index=False))
     h = result.headline
     for cell in ("inference", "training", "fused", "multi_gpu", "unseen_gpus", "seen_gpus"):

@@ -12,7 +12,7 @@ schedule returns the wall-clock ``fw_ms``, ``bw_ms`` and ``acc_ms`` whose sum is
 - pp (GPipe, fill and drain): ``p`` stages, the prologue on the first, the epilogue on the last, the
   layers spread evenly; with ``m`` micro-batches each phase takes the sum of the stage times, one
   send-recv per boundary, and ``m - 1`` more times of its slowest stage. One micro-batch gives
-  METHOD.md §4's formula (one send-recv per boundary and direction).
+  docs/method.md §9's formula (one send-recv per boundary and direction).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Operator fusion as torch.compile does it for the labels (METHOD.md §4).
+"""Operator fusion as torch.compile does it for the labels (docs/method.md §9).
 
 Grouping: walking the forward nodes from the last to the first, a fusible node (vector op or
 embedding gather) joins the group of its consumers when it has consumers, all of them are fusible

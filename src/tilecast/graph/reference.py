@@ -4,7 +4,7 @@ A reference graph has one row per torch.fx node (``Name, OpName, FwOps, BwOps, A
 InputShapes, OutputShape``); ``FwOps`` etc. are Python literals ``[[kind, args], ...]`` with kinds
 ``Linear (M,N,K)``, ``BMM (B,M,N,K)``, ``VEC<op> (B,H)``, ``MEM (shape, ...)``, ``ALLREDUCE[_ASYNC] (n,)``
 and ``SENDRECV (n,)``. Dense models were traced one layer deep: the layer's rows count ``num_layers``
-times (METHOD.md §1); the layer is the rows from the first to the last node named after block 0
+times (docs/method.md §2); the layer is the rows from the first to the last node named after block 0
 (``h_0``, ``layer_0``, ``layers_0``, ``block_0``) plus the residual add / dropout / view rows right
 after it. Switch and fused graphs are full depth: every row counts once. Fused rows
 (``OpName == "fused"``) become one vector kernel, as :mod:`tilecast.graph.fusion` costs them.

@@ -1,4 +1,4 @@
-"""The roofline predictor: ``max(flops / peak, bytes / bandwidth)`` per row (METHOD.md §3 baseline)."""
+"""The roofline predictor: ``max(flops / peak, bytes / bandwidth)`` per row (docs/method.md §4 baseline)."""
 
 from __future__ import annotations
 

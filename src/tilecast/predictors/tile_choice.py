@@ -1,6 +1,6 @@
 """GEMM tile choice for GPUs without profiles: ``choose(rows, gpu) -> tile_k, tile_m, split, sliced``.
 
-- ``nearest``: the reference (METHOD.md §2): tile of the nearest training row in raw, un-normalised
+- ``nearest``: the reference (docs/method.md §6): tile of the nearest training row in raw, un-normalised
   ``(B, M, N, K, specs)`` space; split-K ignored.
 - ``learned``: per training GPU, a boosted-tree classifier of the tile and a regressor of the split-K
   factor on the shape and SM count (:mod:`tilecast.tiles.choice`); a GPU without profiles uses the

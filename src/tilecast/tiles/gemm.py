@@ -1,4 +1,4 @@
-"""GEMM tiles and waves (METHOD.md §2), vectorised over kernel rows.
+"""GEMM tiles and waves (docs/method.md §3), vectorised over kernel rows.
 
 Data convention: ``[B,M,N] @ [B,N,K]``, N is reduced, the output is ``B x M x K``. cuBLAS sees the
 row-major product column-major, so a kernel named ``<a>x<b>`` (``ampere_sgemm_128x64_tn``,

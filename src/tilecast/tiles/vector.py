@@ -1,4 +1,4 @@
-"""Vector-op tiles and waves (METHOD.md §2), vectorised over kernel rows ``(OPName, B, H)``.
+"""Vector-op tiles and waves (docs/method.md §3), vectorised over kernel rows ``(OPName, B, H)``.
 
 Blocks follow the PyTorch 2.1 kernels of the data:
 - elementwise: ``vectorized_elementwise_kernel<4>``, 128 threads x 4 elements = 512 per block;
