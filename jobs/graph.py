@@ -19,7 +19,7 @@ from tilecast.specs import Workload
 @hydra.main(version_base="1.3", config_path="../conf", config_name="graph")
 @user_errors()
 def main(cfg: DictConfig) -> None:
-    workload = Workload(model_from_cfg(cfg.model), cfg.batch, cfg.seq_len, cfg.mode, bool(cfg.fused))
+    workload = Workload(model_from_cfg(cfg.model), cfg.batch, cfg.seq_len, cfg.mode, bool(cfg.fused), dtype=cfg.dtype)
     graph = build_graph(workload)
     footprint = memory_footprint(workload, dtype=cfg.dtype, optimizer=cfg.optimizer)
     print(format_summary(graph, footprint, workload.describe()))
@@ -29,4 +29,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    with_catalog_args(main)()
+    with_catalog_args(main, what_if=("model",))()

@@ -51,4 +51,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    with_catalog_args(main)()
+    with_catalog_args(main, what_if=("gpu",))()

@@ -36,7 +36,7 @@ def frame(op_frame):
 
 def test_kernel_rows_use_the_data_schema(frame):
     rows = op_kernel_rows(frame)
-    assert list(rows.columns) == ["OPName", "B", "M", "N", "K", "H", "kind", "family"]
+    assert list(rows.columns) == ["OPName", "B", "M", "N", "K", "H", "Hkv", "dtype", "kind", "family"]
     assert rows.index.tolist() == [0, 1, 2, 3, 4, 5]
     assert rows.loc[0, ["OPName", "B", "M", "N", "K"]].tolist() == ["linear", 1, 4096, 1280, 3840]
     assert rows.loc[2, ["OPName", "B", "H", "M"]].tolist() == ["add", 4096, 1280, 0]
@@ -47,7 +47,7 @@ def test_roofline_default_and_non_kernel_costs(frame):
     ms = op_latency_ms(frame, L4, n_gpus=4)
     kernels = op_kernel_rows(frame)
     assert ms[:6] == pytest.approx(roofline_ms(kernels[["OPName", "B", "M", "N", "K", "H"]], L4))
-    assert ms[6] == pytest.approx(1e3 * 4e6 / (L4.mem_bw_gbs * 2**30))  # METHOD.md §1: MEM over BW * 2^30
+    assert ms[6] == pytest.approx(1e3 * 4e6 / (L4.mem_bw_gbs * 2**30))  # docs/method.md §2: MEM over BW * 2^30
     link = 0.72 * L4.link_gbs * 1e9 / 1e3  # bytes per ms
     assert ms[7] == pytest.approx(2 * 3 / 4 * 4 * 5_242_880 / link)  # ring all-reduce over 4 GPUs
     assert ms[8] == pytest.approx(4 * 5_242_880 / link)

@@ -85,7 +85,7 @@ def test_fit_flag():
 
 
 def test_bad_dtype_is_named():
-    with pytest.raises(ValueError, match="got 'fp64'"):
+    with pytest.raises(ValueError, match="unknown dtype 'fp64'"):
         memory_footprint("gpt2_large", 1, 16, dtype="fp64")
 
 

@@ -25,9 +25,10 @@ def test_roofline_job_keeps_columns_and_order(tmp_path):
     proc = run_job("predictor=roofline", f"input={src}", f"output={out}", "gpu=tesla_t4")
     assert proc.returncode == 0, proc.stderr
     got = pd.read_csv(out)
-    assert list(got.columns) == [*rows.columns, "pred_ms"]
+    assert list(got.columns) == [*rows.columns, "pred_ms", "error"]
     assert got["extra"].tolist() == ["a", "b", "c", "d"]
     assert got["pred_ms"].isna().tolist() == [False, True, False, False]
+    assert got["error"].fillna("").tolist() == ["", "no predictor covers op 'conv2d'", "", ""]
     known = rows.drop(index=1)
     assert got["pred_ms"].dropna().to_numpy() == pytest.approx(roofline_ms(known, get_gpu("tesla_t4")), rel=1e-9)
     assert "conv2d" in proc.stdout + proc.stderr
@@ -39,3 +40,31 @@ def test_missing_input_fails_without_output(tmp_path):
     assert proc.returncode != 0
     assert "does not exist" in proc.stderr
     assert not out.exists()
+
+
+def test_every_shipped_source_schema_is_answered_row_by_row(tmp_path):
+    """AIConfigurator gemm / attention / nccl and Vidur rows: each row's GPU from its own column, bad rows
+    get an error, the others a forecast, in input order."""
+    from tilecast.data import load_aiconfigurator, load_vidur
+
+    gemm = load_aiconfigurator("gemm").groupby("gemm_dtype").head(3).reset_index(drop=True)
+    gemm.loc[0, "device"] = "NVIDIA Nope"
+    gemm.loc[1, "m"] = -4
+    att = load_aiconfigurator("generation_attention").head(4)
+    nccl = load_aiconfigurator("nccl").head(4)
+    vidur = load_vidur("mlp").head(12)
+    for name, frame in {"gemm": gemm, "att": att, "nccl": nccl, "vidur": vidur}.items():
+        src, out = tmp_path / f"{name}.parquet", tmp_path / f"{name}.csv"
+        frame.to_parquet(src)
+        proc = run_job("predictor=roofline", f"input={src}", f"output={out}")
+        assert proc.returncode == 0, proc.stderr
+        got = pd.read_csv(out)
+        assert list(got.columns[: len(frame.columns)]) == list(frame.columns)
+        assert len(got) == len(frame)
+        errors = got["error"].fillna("") if "error" in got else pd.Series("", index=got.index)
+        assert (got["pred_ms"].notna() == (errors == "")).all()
+        if name == "gemm":
+            assert "unknown GPU 'NVIDIA Nope'" in errors[0] and "M=-4" in errors[1]
+            assert got["pred_ms"][2:].gt(0).all()
+        else:
+            assert got["pred_ms"].notna().any()

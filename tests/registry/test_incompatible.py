@@ -27,7 +27,13 @@ from tilecast.tiles.ops import FAMILIES
 EXAMPLE = {"bmm": {"OPName": "bmm", "B": 2, "M": 64, "N": 64, "K": 64},
            "linear": {"OPName": "linear", "B": 1, "M": 64, "N": 64, "K": 64},
            "elementwise": {"OPName": "add", "B": 64, "H": 512}, "softmax": {"OPName": "softmax", "B": 64, "H": 512},
-           "layernorm": {"OPName": "ln", "B": 64, "H": 512}}
+           "layernorm": {"OPName": "ln", "B": 64, "H": 512},
+           "tc_gemm": {"OPName": "linear", "B": 1, "M": 64, "N": 64, "K": 64, "dtype": "bf16"},
+           "attn_prefill": {"OPName": "attn_prefill", "B": 2, "M": 64, "N": 64, "K": 64, "H": 4, "Hkv": 4,
+                            "dtype": "bf16"},
+           "attn_decode": {"OPName": "attn_decode", "B": 2, "M": 1, "N": 64, "K": 64, "H": 4, "Hkv": 4,
+                           "dtype": "bf16"},
+           "vec_half": {"OPName": "rmsnorm", "B": 64, "H": 512, "dtype": "bf16"}}
 FIX = "python jobs/train.py families=[linear]"
 
 

@@ -145,9 +145,10 @@ def test_predict_kernels_job_uses_the_registry(sqlite_store, trained, tmp_path):
                            f"output={out}"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     got = pd.read_csv(out)
-    assert list(got.columns) == [*rows.columns, "pred_ms"]
+    assert list(got.columns) == [*rows.columns, "pred_ms", "error"]
     assert got["tag"].tolist() == rows["tag"].tolist()
     odd = (rows["OPName"] == "conv2d").to_numpy()
+    assert (got["error"].fillna("") != "").tolist() == odd.tolist()
     assert got["pred_ms"].isna().to_numpy().tolist() == odd.tolist()
     np.testing.assert_allclose(got["pred_ms"][~odd], trained.predictor.predict_ms(rows[~odd]), rtol=1e-9)
     log = proc.stdout + proc.stderr

@@ -30,3 +30,16 @@ def test_moved_new_removed_failed(smoke_scores):
 def test_no_previous_run(smoke_scores):
     d = compare_runs(smoke_scores, None)
     assert d.previous is None and d.moved.empty and d.new.empty and len(d.failed) == 3
+
+
+def test_a_run_scored_before_the_dtype_axis_compares_as_fp32(smoke_scores, tmp_path):
+    from tilecast.scoring.schema import read_scores
+
+    old = smoke_scores.loc[smoke_scores["dtype"] == "fp32"].drop(columns="dtype")
+    old.to_parquet(tmp_path / "scores.parquet")
+    back = read_scores(tmp_path / "scores.parquet")
+    cols = list(back.columns)
+    assert (back["dtype"] == "fp32").all() and cols.index("dtype") == cols.index("fused") + 1
+    d = compare_runs(smoke_scores, old, "2026-01-02", "2026-01-01")
+    assert d.moved.empty and d.removed.empty and d.compared == int(old["error"].isna().sum())
+    assert len(d.new) == 6 and set(d.new["dtype"]) == {"bf16"}  # the bf16 cells are new, the fp32 ones match

@@ -7,20 +7,20 @@ import pytest
 from tilecast.reports.fleet import FleetError, fleet_by_gpu, fleet_plan, load_fleet
 
 
-def _fleet(target_ms=1e9, tokens=100_000, model="gpt2_large", batch=8):
+def _fleet(target_ms=1e9, tokens=100_000, model="gpt2_large", batch=8, dtype=None):
     return load_fleet({"name": "t", "workloads": [
         {"name": "serve", "model": model, "mode": "inference", "batch": batch, "seq_len": 512,
-         "tokens_per_s": tokens, "latency_target_ms": target_ms},
+         "tokens_per_s": tokens, "latency_target_ms": target_ms, "dtype": dtype},
         {"name": "tune", "model": "bert_large", "mode": "training", "batch": 8, "seq_len": 512,
          "tokens_per_s": 5_000, "latency_target_ms": 1e9}]})
 
 
 def test_plan_sizes_and_prices_each_workload(smoke_scores):
     plan = fleet_plan(smoke_scores, _fleet())
-    assert plan["workload"].tolist() == ["serve", "tune", "total"]
+    assert plan["workload"].tolist() == ["serve", "tune", "total"] and plan["dtype"].tolist()[:2] == ["fp32", "fp32"]
     serve = plan.iloc[0]
     cells = smoke_scores.loc[(smoke_scores["model"] == "gpt2_large") & (smoke_scores["mode"] == "inference")
-                             & (smoke_scores["batch"] == 8) & ~smoke_scores["fused"]
+                             & (smoke_scores["batch"] == 8) & ~smoke_scores["fused"] & (smoke_scores["dtype"] == "fp32")
                              & smoke_scores["fits"].fillna(False).astype(bool)]
     gpus = (100_000 / cells["tokens_per_s"]).map(math.ceil)
     usd = gpus * cells["usd_per_gpu_hour"]
@@ -55,3 +55,16 @@ def test_shipped_fleet_and_bad_configs(report_cfg):
                                    "seq_len": 512, "tokens_per_s": 0, "latency_target_ms": 1}]})
     with pytest.raises(FleetError, match="missing field 'model'"):
         load_fleet({"workloads": [{"name": "x"}]})
+    with pytest.raises(FleetError, match=r"workloads\[0\].*dtype.*'fp6'.*amp_bf16"):
+        _fleet(dtype="fp6")
+
+
+def test_a_workload_in_bf16_is_served_by_its_bf16_cells(smoke_scores):
+    fp32, bf16 = fleet_plan(smoke_scores, _fleet()), fleet_plan(smoke_scores, _fleet(dtype="bf16"))
+    assert bf16.iloc[0]["dtype"] == "bf16" and bf16.iloc[0]["e2e_ms"] < fp32.iloc[0]["e2e_ms"]
+    assert bf16.iloc[0]["gpus_needed"] <= fp32.iloc[0]["gpus_needed"]
+    cells = smoke_scores.loc[(smoke_scores["gpu"] == bf16.iloc[0]["gpu"]) & (smoke_scores["dtype"] == "bf16")
+                             & (smoke_scores["model"] == "gpt2_large") & (smoke_scores["mode"] == "inference")]
+    assert bf16.iloc[0]["e2e_ms"] == cells["e2e_ms"].min()
+    assert fleet_plan(smoke_scores, _fleet(model="bert_large", dtype="bf16")).iloc[0]["gpu"] == \
+        "not in this run's matrix"  # the smoke grid has bert_large in fp32 only

@@ -46,7 +46,10 @@ def test_report_of_the_latest_run_with_comparison(tmp_path, smoke_scores, report
                     "## Fleet totals", "## Plots", "## Memory model vs measured runs", "## Changes since 2026-01-01",
                     "## Failed cells", "## Prices"):
         assert heading in md
-    assert "39 moved by more than 5%" in md
+    assert "45 moved by more than 5%" in md
+    assert "| model | dtype | seq_len | batch |" in md  # every latency / cost table has a dtype column
+    assert "| workload | model | dtype | mode |" in md and "dtypes fp32, bf16)" in md
+    assert "<th>dtype</th>" in (run / "report.html").read_text()
     pngs = sorted(p.name for p in (run / "plots").glob("*.png"))
     assert pngs == ["cost_vs_latency_inference.png", "cost_vs_latency_training.png",
                     "latency_vs_batch_inference.png", "latency_vs_batch_training.png"]

@@ -16,16 +16,29 @@ from tilecast.reports.tables import (
 SL = Slice(seq_len=512)
 
 
-def test_latency_grid_is_model_by_batch_by_gpu(smoke_scores):
+def test_latency_grid_is_model_by_dtype_by_batch_by_gpu(smoke_scores):
     grid = latency_grid(smoke_scores, "inference", SL)
-    assert list(grid.columns[:3]) == ["model", "seq_len", "batch"]
-    assert set(grid.columns[3:]) == {"a100_pcie_40gb", "l4", "h100_sxm_80gb"}
-    assert len(grid) == 2 * 2  # models x batches (unfused, no parallelism)
-    row = grid.loc[(grid["model"] == "gpt2_large") & (grid["batch"] == 8)].iloc[0]
-    want = smoke_scores.loc[(smoke_scores["model"] == "gpt2_large") & (smoke_scores["batch"] == 8)
-                            & (smoke_scores["gpu"] == "l4") & (smoke_scores["mode"] == "inference")
-                            & ~smoke_scores["fused"], "e2e_ms"].iloc[0]
-    assert row["l4"] == (f"{want:.1f}" if want < 1000 else f"{want:,.0f}")
+    assert list(grid.columns[:4]) == ["model", "dtype", "seq_len", "batch"]
+    assert set(grid.columns[4:]) == {"a100_pcie_40gb", "l4", "h100_sxm_80gb"}
+    assert len(grid) == 2 * 2 + 1  # models x batches in fp32 (unfused, no parallelism), gpt2_large b8 in bf16
+    for dtype in ("fp32", "bf16"):
+        row = grid.loc[(grid["model"] == "gpt2_large") & (grid["batch"] == 8) & (grid["dtype"] == dtype)]
+        want = smoke_scores.loc[(smoke_scores["model"] == "gpt2_large") & (smoke_scores["batch"] == 8)
+                                & (smoke_scores["gpu"] == "l4") & (smoke_scores["mode"] == "inference")
+                                & ~smoke_scores["fused"] & (smoke_scores["dtype"] == dtype), "e2e_ms"]
+        assert len(row) == len(want) == 1
+        assert row["l4"].iloc[0] == (f"{want.iloc[0]:.1f}" if want.iloc[0] < 1000 else f"{want.iloc[0]:,.0f}")
+
+
+def test_a_failed_cell_shows_as_error_in_its_dtype_row(smoke_scores):
+    s = smoke_scores.copy()
+    unsupported = (s["dtype"] == "bf16") & (s["gpu"] == "l4")
+    s.loc[unsupported, "error"] = "dtype bf16 is not supported on GPU l4: ..."
+    grid = latency_grid(s, "inference", SL)
+    assert (grid.loc[grid["dtype"] == "bf16", "l4"] == "error").all()
+    assert not (grid.loc[grid["dtype"] == "fp32"] == "error").any().any()
+    failed = failed_cells(s)
+    assert failed.loc[failed["error"].str.startswith("dtype bf16"), "example"].str.contains(" l4 bf16 ").all()
 
 
 def test_out_of_memory_cells_are_marked(smoke_scores):
@@ -42,10 +55,12 @@ def test_cheapest_gpu_meets_the_target_at_the_lowest_cost(smoke_scores):
     ok = smoke_scores.loc[smoke_scores["error"].isna()]
     target = float(ok.loc[ok["mode"] == "inference", "e2e_ms"].median())
     out = cheapest_gpu(smoke_scores, {"inference": target, "training": 1e12}, SL)
-    assert set(out["mode"]) == {"inference", "training"}
+    assert set(out["mode"]) == {"inference", "training"} and set(out["dtype"]) == {"fp32", "bf16"}
+    assert not out.duplicated(["model", "dtype", "mode", "batch"]).any()  # one row per workload and dtype
     for r in out.itertuples(index=False):
         cands = headline(ok.loc[ok["fits"].fillna(False).astype(bool)], SL)
-        cands = cands.loc[(cands["model"] == r.model) & (cands["mode"] == r.mode) & (cands["batch"] == r.batch)]
+        cands = cands.loc[(cands["model"] == r.model) & (cands["mode"] == r.mode) & (cands["batch"] == r.batch)
+                          & (cands["dtype"] == r.dtype)]
         meeting = cands.loc[cands["e2e_ms"] <= r.target_ms]
         assert r.meeting == len(meeting)
         if len(meeting):
@@ -58,9 +73,12 @@ def test_cheapest_gpu_meets_the_target_at_the_lowest_cost(smoke_scores):
 
 def test_cost_table_takes_the_best_fitting_batch(smoke_scores):
     cost = cost_per_1m_tokens(smoke_scores, "inference", SL)
+    assert list(cost.columns[:3]) == ["model", "dtype", "seq_len"]
     sub = fitting(headline(smoke_scores.loc[smoke_scores["mode"] == "inference"], SL))
     want = sub.loc[(sub["model"] == "bert_large") & (sub["gpu"] == "h100_sxm_80gb"), "cost_per_1m_tokens_usd"].min()
     assert cost.loc[cost["model"] == "bert_large", "h100_sxm_80gb"].iloc[0] == want
+    gpt2 = cost.loc[cost["model"] == "gpt2_large"].set_index("dtype")["h100_sxm_80gb"]
+    assert gpt2["bf16"] < gpt2["fp32"]  # faster on tensor cores, so cheaper per token
 
 
 def test_failed_cells_grouped_by_error(smoke_scores):

@@ -12,14 +12,18 @@ from tilecast.scoring.predictors import PredictorSource, latency_chunk
 from tilecast.scoring.schema import LATENCY
 
 GRAPHS = pd.DataFrame([
-    ("gpt2_large", 4, 1024, "training", "none", False),
-    ("gpt2_large", 8, 1024, "training", "dp4", False),
-    ("gpt2_large", 8, 512, "training", "tp4", False),
-    ("gpt2_large", 8, 512, "training", "pp4_4", False),
-    ("bert_large", 8, 512, "inference", "none", True),
-    ("bert_large", 16, 512, "inference", "none", False),
-    ("gpt2_large", 3, 512, "training", "dp4", False),  # cannot split: an error row, no ops
-], columns=["model", "batch", "seq_len", "mode", "parallel", "fused"])
+    ("gpt2_large", 4, 1024, "training", "none", False, "fp32"),
+    ("gpt2_large", 8, 1024, "training", "dp4", False, "fp32"),
+    ("gpt2_large", 8, 512, "training", "tp4", False, "fp32"),
+    ("gpt2_large", 8, 512, "training", "pp4_4", False, "fp32"),
+    ("bert_large", 8, 512, "inference", "none", True, "fp32"),
+    ("bert_large", 16, 512, "inference", "none", False, "fp32"),
+    ("gpt2_large", 3, 512, "training", "dp4", False, "fp32"),  # cannot split: an error row, no ops
+    ("gpt2_large", 4, 1024, "training", "none", False, "bf16"),
+    ("gpt2_large", 8, 512, "training", "tp4", False, "amp_bf16"),
+    ("bert_large", 8, 512, "inference", "none", True, "fp16"),
+    ("llama2_7b", 2, 512, "inference", "none", False, "tf32"),
+], columns=["model", "batch", "seq_len", "mode", "parallel", "fused", "dtype"])
 GPUS = ["l4", "a100_sxm4_40gb", "h100_sxm_80gb"]
 
 
@@ -54,7 +58,7 @@ def test_grid_path_matches_per_cell_forecasts(grid):
     for g in graphs.merge(ok[["graph_id"]]).itertuples(index=False):
         for gpu in GPUS:
             fc = forecast(g.model, gpu, g.batch, g.seq_len, g.mode, None if g.parallel == "none" else g.parallel,
-                          g.fused)
+                          g.fused, dtype=g.dtype)
             got = summary.loc[(g.graph_id, gpu)]
             want = {"e2e_ms": fc.e2e_ms, "fw_ms": fc.fw_ms, "bw_ms": fc.bw_ms, "acc_ms": fc.acc_ms,
                     **{f"ms_{k}": v for k, v in fc.by_group_ms.items()}}

@@ -24,16 +24,16 @@ def test_smoke_matrix_through_the_score_job(tmp_path, loopback_cluster):
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = out / "2026-03-01"
     table = pd.read_parquet(run / "scores.parquet")
-    assert len(table) == 42 and table["error"].notna().sum() == 3
+    assert len(table) == 48 and table["error"].notna().sum() == 3 and (table["dtype"] == "bf16").sum() == 6
     meta = json.loads((run / "run.json").read_text())
-    assert meta["dask"] == {"address": address} and meta["matrix"] == "smoke"
-    assert "42 cells (3 failed)" in proc.stdout
+    assert meta["dask"] == {"address": address} and meta["matrix"] == "smoke" and meta["dtypes"] == ["fp32", "bf16"]
+    assert "48 cells (3 failed)" in proc.stdout
 
 
 def test_a_worker_killed_mid_run_still_gives_every_cell(tmp_path, compose_cfg, loopback_cluster):
     cfg = compose_cfg("score", ["matrix=smoke"])
     matrix = {**cfg["matrix"], "name": "kill", "models": ["gpt2_large", "gpt2_med", "gpt2_xl", "bert_large"],
-              "batch_sizes": [4, 8, 16], "parallel": ["none", "dp4"], "exclude": [
+              "batch_sizes": [4, 8, 16], "parallel": ["none", "dp4"], "dtypes": ["fp32"], "exclude": [
                   {"mode": "training", "fused": True}, {"mode": "inference", "parallel": "dp4"}]}
     killed = {}
     with loopback_cluster(tmp_path / "cluster") as (address, procs):

@@ -4,6 +4,7 @@ import pandas as pd
 
 from tilecast.scoring.engine import score_cells
 from tilecast.scoring.graph_cache import GraphCache, code_fingerprint
+from tilecast.scoring.graphs import FRAME_COLUMNS
 from tilecast.scoring.matrix import expand, load_matrix
 from tilecast.scoring.predictors import PredictorSource
 from tilecast.scoring.pricing import load_pricing
@@ -18,7 +19,7 @@ def test_warm_run_reuses_graphs_and_matches_the_cold_run(tmp_path, thread_client
     cfg = compose_cfg("score", ["matrix=smoke"])
     cold, s1 = _score(thread_client, cfg, GraphCache(tmp_path))
     warm, s2 = _score(thread_client, cfg, GraphCache(tmp_path))
-    assert s1.cached_graphs == 0 and s2.cached_graphs == s2.graphs == 14  # failed graphs too: same code, same error
+    assert s1.cached_graphs == 0 and s2.cached_graphs == s2.graphs == 16  # failed graphs too: same code, same error
     pd.testing.assert_frame_equal(cold, warm)
     other, s3 = _score(thread_client, cfg, GraphCache(tmp_path, fingerprint="another-code"))
     assert s3.cached_graphs == 0
@@ -37,11 +38,36 @@ def test_fingerprint_follows_the_graph_code(tmp_path):
 
 def test_transient_failures_are_not_kept(tmp_path):
     cache = GraphCache(tmp_path)
-    keys = {"model": "m", "batch": 1, "seq_len": 1, "mode": "inference", "parallel": "none", "fused": False}
-    info = pd.DataFrame([{**keys, "graph_error": None, "mem_error": None},
-                         {**keys, "batch": 2, "graph_error": "WorkloadError: bad", "mem_error": None},
-                         {**keys, "batch": 3, "graph_error": None, "mem_error": "ImportError: no module"}])
-    rows = pd.DataFrame([{**keys, "kind": "mem"}, {**keys, "batch": 3, "kind": "mem"}])
+    keys = {"model": "m", "batch": 1, "seq_len": 1, "mode": "inference", "parallel": "none", "fused": False,
+            "dtype": "fp32"}
+    ok = {"graph_error": None, "mem_error": None}
+    info = pd.DataFrame([{**keys, **ok, "graph_id": 0},
+                         {**keys, **ok, "graph_id": 1, "batch": 2, "graph_error": "WorkloadError: bad"},
+                         {**keys, **ok, "graph_id": 2, "batch": 3, "mem_error": "ImportError: no module"}])
+    op = {c: 0 for c in FRAME_COLUMNS} | {"phase": "fw", "kind": "mem", "op": "mem", "dtype": "fp32"}
+    rows = pd.DataFrame([{**op, "graph_id": 0}, {**op, "graph_id": 2}])
     cache.save(rows, info)
     got_rows, got_info = cache.load()
-    assert got_info["batch"].tolist() == [1, 2] and got_rows["batch"].tolist() == [1]
+    assert got_info["batch"].tolist() == [1, 2] and got_rows["graph_id"].tolist() == [0]
+
+
+def test_dtype_is_part_of_a_cached_graphs_key(tmp_path, thread_client, compose_cfg):
+    cfg = compose_cfg("score", ["matrix=smoke"])
+    fp32 = {**cfg, "matrix": {**cfg["matrix"], "dtypes": ["fp32"]}}
+    _, s1 = _score(thread_client, fp32, GraphCache(tmp_path))
+    both, s2 = _score(thread_client, cfg, GraphCache(tmp_path))
+    assert s1.graphs == 14 and s2.cached_graphs == 14 and s2.graphs == 16  # the bf16 graphs are built, not reused
+    fresh, _ = _score(thread_client, cfg, None)
+    pd.testing.assert_frame_equal(both, fresh)
+
+
+def test_a_cache_of_another_layout_is_rebuilt_not_read(tmp_path):
+    cache = GraphCache(tmp_path, fingerprint="same-code")
+    keys = {"model": "m", "batch": 1, "seq_len": 1, "mode": "inference", "parallel": "none", "fused": False}
+    # the first layout: no dtype, op rows keyed by the graph keys
+    old_info = pd.DataFrame([{**keys, "graph_error": None, "mem_error": None}])
+    old_rows = pd.DataFrame([{**keys, "phase": "fw", "kind": "mem", "op": "mem", "count": 1}])
+    old_rows.to_parquet(cache.rows_path)
+    old_info.to_parquet(cache.info_path)
+    assert cache.load() is None
+    assert GraphCache(tmp_path, fingerprint="same-code").fingerprint != "same-code"  # the layout version is in the name

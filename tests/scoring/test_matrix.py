@@ -2,8 +2,9 @@
 
 import pytest
 
-from tilecast.scoring.matrix import CELL_KEYS, MatrixError, expand, load_matrix, n_gpus_of
+from tilecast.scoring.matrix import CELL_KEYS, GRAPH_KEYS, MatrixError, expand, load_matrix, n_gpus_of
 from tilecast.specs import UnknownSpecError, all_gpus, all_models
+from tilecast.tiles.dtypes import WORKLOAD_DTYPES
 
 BASE = dict(name="t", models=["gpt2_large"], gpus=["l4", "a100_pcie_40gb"], batch_sizes=[1, 4], seq_lens=[512, 2048],
             modes=["inference", "training"])
@@ -54,6 +55,9 @@ def test_unknown_gpu_and_model_are_reported_together_with_known_names():
     ({"modes": ["serving"]}, "modes.*serving"),
     ({"parallel": ["xp4"]}, "parallel.*xp4"),
     ({"fused": ["yes"]}, "fused"),
+    ({"dtypes": ["bfloat17"]}, "dtypes.*'bfloat17'.*fp32, tf32, bf16, fp16, fp8, amp_bf16"),
+    ({"dtypes": []}, "dtypes.*empty"),
+    ({"exclude": [{"dtype": "int4"}]}, "exclude.dtype.*'int4'"),
     ({"exclude": [{"colour": "red"}]}, "unknown key 'colour'"),
     ({"exclude": ["training"]}, r"exclude\[0\]"),
     ({"seq_lens": []}, "seq_lens.*empty"),
@@ -82,3 +86,38 @@ def test_shipped_smoke_and_nightly_matrices(compose_cfg):
     assert set(nightly["model"]) == set(all_models()) and set(nightly["gpu"]) == set(all_gpus())
     assert set(nightly["mode"]) == {"inference", "training"} and nightly["fused"].any()
     assert set(nightly["parallel"]) > {"none"}
+    assert set(nightly["dtype"]) == {"fp32", "bf16"}  # fp8 is opt-in
+    assert not nightly.loc[nightly["dtype"] == "bf16", "fused"].any()  # torch.compile fusion: fp32 labels only
+    assert set(smoke["dtype"]) == {"fp32", "bf16"}
+
+
+def test_dtype_is_an_axis_fp32_by_default():
+    plain = expand(load_matrix(BASE))
+    assert load_matrix(BASE).dtypes == ("fp32",) and (plain["dtype"] == "fp32").all()
+    assert CELL_KEYS[-1] == "dtype" and "dtype" in GRAPH_KEYS and "gpu" not in GRAPH_KEYS
+    m = load_matrix({**BASE, "dtypes": ["fp32", "bf16", "fp8", "bf16"]})
+    assert m.dtypes == ("fp32", "bf16", "fp8")
+    assert m.size_before_exclusions == 3 * load_matrix(BASE).size_before_exclusions
+    cells = expand(m)
+    assert len(cells) == 3 * len(plain)
+    for dtype in m.dtypes:  # every dtype sees exactly the fp32 grid
+        part = cells.loc[cells["dtype"] == dtype].drop(columns="dtype").reset_index(drop=True)
+        assert part.equals(plain.drop(columns="dtype"))
+    assert load_matrix({**BASE, "dtypes": "bf16"}).dtypes == ("bf16",)
+    assert load_matrix({**BASE, "dtypes": None}).dtypes == ("fp32",)
+
+
+def test_dtype_in_exclusions_and_amp_bf16_only_trains():
+    cells = expand(load_matrix({**BASE, "dtypes": ["fp32", "bf16", "amp_bf16"],
+                                "exclude": [{"dtype": "bf16", "mode": "training"}, {"dtype": ["fp32"], "batch": 4}]}))
+    assert not ((cells["dtype"] == "bf16") & (cells["mode"] == "training")).any()
+    assert not ((cells["dtype"] == "fp32") & (cells["batch"] == 4)).any()
+    amp = cells.loc[cells["dtype"] == "amp_bf16"]
+    # amp_bf16 is a training recipe: its inference cells are dropped like a too-long sequence
+    assert len(amp) and set(amp["mode"]) == {"training"}
+    with pytest.raises(MatrixError, match="every cell is excluded"):
+        expand(load_matrix({**BASE, "modes": ["inference"], "dtypes": ["amp_bf16"]}))
+
+
+def test_every_workload_dtype_is_accepted():
+    assert load_matrix({**BASE, "dtypes": list(WORKLOAD_DTYPES)}).dtypes == WORKLOAD_DTYPES

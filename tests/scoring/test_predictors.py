@@ -6,8 +6,15 @@ import pytest
 
 from tilecast.forecast import op_latency_ms, roofline_predictor
 from tilecast.scoring.graphs import build_graphs, dedupe_ops
-from tilecast.scoring.predictors import PredictorSource, StackedPredictor, latency_chunk, resolve_source
+from tilecast.scoring.predictors import (
+    PredictorSource,
+    StackedPredictor,
+    families_for,
+    latency_chunk,
+    resolve_source,
+)
 from tilecast.specs import get_gpu
+from tilecast.tiles.ops import FP32_FAMILIES, TENSOR_FAMILIES
 
 GPUS = ["l4", "h100_sxm_80gb", "tesla_t4", "mi300x"]
 
@@ -77,5 +84,34 @@ def test_only_predictors_that_survive_pickling_are_shipped():
 
     gpu = get_gpu("l4")
     assert ships_faithfully(roofline_predictor, gpu, ["bmm", "linear", "elementwise", "softmax", "layernorm"])
+    assert ships_faithfully(roofline_predictor, gpu, list(TENSOR_FAMILIES))  # a probe row for every family
     assert not ships_faithfully(_Forgetful(), gpu, ["linear"])
     assert not ships_faithfully(lambda fam, rows, g: roofline_predictor(fam, rows, g), gpu, ["linear"])  # no pickle
+
+
+def test_stacked_predictions_keep_dtypes_apart():
+    """bf16 and fp8 GEMMs of one shape are both ``tc_gemm`` rows: the stacked table must not mix them up."""
+    graphs = pd.DataFrame([(0, "llama2_7b", 2, 512, "inference", "none", False, "bf16"),
+                           (1, "llama2_7b", 2, 512, "inference", "none", False, "fp8")],
+                          columns=["graph_id", "model", "batch", "seq_len", "mode", "parallel", "fused", "dtype"])
+    rows, info = build_graphs(graphs)
+    ops = dedupe_ops(rows, info.set_index("graph_id")["degree"]).distinct
+    gemm = ops.loc[ops["kind"] == "linear"]
+    assert set(gemm["dtype"]) == {"bf16", "fp8"}
+    assert gemm.duplicated(["m", "n", "k"]).any()  # the same shapes in both dtypes
+    gpus = [get_gpu(g) for g in ("l4", "h100_sxm_80gb")]
+    stacked = StackedPredictor(roofline_predictor, ops, gpus)
+    assert "tc_gemm" in stacked.tables
+    for gpu in gpus:
+        got = op_latency_ms(ops, gpu, stacked)
+        np.testing.assert_array_equal(got, op_latency_ms(ops, gpu, roofline_predictor))
+        ms = pd.Series(got[gemm.index], index=gemm.index)
+        fp8, bf16 = (ms[gemm["dtype"] == d].to_numpy() for d in ("fp8", "bf16"))
+        assert (fp8 < bf16).all()  # each dtype got its own prediction
+
+
+def test_families_a_matrix_needs():
+    assert families_for(["fp32"]) == FP32_FAMILIES
+    assert families_for(["fp32", "tf32"]) == (*FP32_FAMILIES, "tc_gemm")
+    for half in ("bf16", "fp16", "fp8", "amp_bf16"):
+        assert families_for([half]) == (*FP32_FAMILIES, *TENSOR_FAMILIES)

@@ -5,9 +5,11 @@ PCIe): never a device-name lookup. ``efficiency`` is the fraction of it collecti
 reference's 0.72). All-reduce algorithms are a registry:
 
 - ``ring``: ``2 (p-1)/p * bytes / bw`` (reduce-scatter + all-gather, what NCCL runs);
-- ``reference``: ``(p-1) * bytes / bw`` (METHOD.md §4: ``4 n (p-1) / link_bw``).
+- ``reference``: ``(p-1) * bytes / bw`` (docs/method.md §9: ``4 n (p-1) / link_bw``).
 
-A send-recv moves its bytes once: ``bytes / bw``.
+A send-recv moves its bytes once: ``bytes / bw``. The other NCCL collectives (ring algorithms) of
+a message of ``bytes`` over ``p`` GPUs move ``(p-1)/p * bytes`` per GPU: all-gather (``bytes`` the
+gathered result), reduce-scatter (``bytes`` the input), all-to-all.
 """
 
 from __future__ import annotations
@@ -20,6 +22,14 @@ import numpy as np
 from tilecast.specs import GpuSpec
 
 GB_SI = 1e9
+
+#: collective (NCCL's names) -> bytes on the wire per message byte, for ``p`` GPUs (ring algorithms)
+COLLECTIVE_FACTORS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "all_reduce": lambda p: 2.0 * (p - 1) / p,
+    "all_gather": lambda p: (p - 1) / p,
+    "reduce_scatter": lambda p: (p - 1) / p,
+    "alltoall": lambda p: (p - 1) / p,
+}
 
 #: all-reduce algorithm -> bytes on the wire per byte reduced, for ``p`` GPUs (numpy arrays)
 ALLREDUCE_FACTORS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
@@ -51,6 +61,14 @@ class CommModel:
         nbytes = np.asarray(nbytes, dtype=float)
         p = np.maximum(np.broadcast_to(np.asarray(n_gpus, dtype=float), nbytes.shape), 1.0)
         return ALLREDUCE_FACTORS[self.allreduce](p) * nbytes / self.link_bytes_per_ms(gpu)
+
+    def collective_ms(self, op: str, nbytes: np.ndarray, gpu: GpuSpec, n_gpus: np.ndarray) -> np.ndarray:
+        """Time of NCCL collectives ``op`` (a key of :data:`COLLECTIVE_FACTORS`) of ``nbytes`` over ``n_gpus``."""
+        if op not in COLLECTIVE_FACTORS:
+            raise ValueError(f"unknown collective {op!r}; known: {', '.join(COLLECTIVE_FACTORS)}")
+        nbytes = np.asarray(nbytes, dtype=float)
+        p = np.maximum(np.broadcast_to(np.asarray(n_gpus, dtype=float), nbytes.shape), 1.0)
+        return COLLECTIVE_FACTORS[op](p) * nbytes / self.link_bytes_per_ms(gpu)
 
     def sendrecv_ms(self, nbytes: np.ndarray, gpu: GpuSpec) -> np.ndarray:
         """Time of point-to-point transfers of ``nbytes`` each."""

@@ -1,11 +1,12 @@
 """Per-op latency of an op frame (``OpGraph.to_frame()`` columns), vectorised over the whole frame.
 
-- linear / bmm / vector ops of a known family: the kernel predictor, one call per family on the
-  *distinct* kernel rows (an op shape is predicted once however many layers, phases or cells use it).
+- linear / bmm / fused attention / vector ops of a known family: the kernel predictor, one call per
+  family on the *distinct* kernel rows (tensor-core dtypes route GEMMs to ``tc_gemm``, half-precision
+  vector ops to ``vec_half``) (an op shape is predicted once however many layers, phases or cells use it).
   A vector row whose bytes or flops per output differ from the plain op's (a fused group, a
   broadcasting input) is the plain op's prediction scaled by the ratio of the two rooflines: the
-  group runs as one kernel shaped like its last op (METHOD.md §4).
-- mem: ``bytes / (Mem_Bw * 2^30)`` (METHOD.md §1).
+  group runs as one kernel shaped like its last op (docs/method.md §9).
+- mem: ``bytes / (Mem_Bw * 2^30)`` (docs/method.md §2).
 - conv and vector ops no predictor covers: the roofline of the row's own flops and bytes.
 - allreduce / sendrecv: :class:`~tilecast.forecast.comm.CommModel` over the spec's link.
 
@@ -20,10 +21,11 @@ import pandas as pd
 from tilecast.forecast.comm import DEFAULT_COMM, CommModel
 from tilecast.forecast.kernels import FamilyPredictor
 from tilecast.specs import GpuSpec
-from tilecast.tiles.ops import FAMILY_OF_OP, mem_per_output, ops_per_output
+from tilecast.tiles.dtypes import DTYPE_BYTES, TENSOR_DTYPES
+from tilecast.tiles.ops import FAMILY_OF_OP, HALF_VECTOR_DTYPES, VECTOR_OPS, mem_per_output, ops_per_output
 from tilecast.tiles.roofline import roofline_ms
 
-KERNEL_COLUMNS = ("OPName", "B", "M", "N", "K", "H")
+KERNEL_COLUMNS = ("OPName", "B", "M", "N", "K", "H", "Hkv")
 GEMM_KINDS = ("linear", "bmm")
 COMM_KINDS = ("allreduce", "sendrecv")
 GIB = float(2**30)
@@ -51,9 +53,14 @@ def op_family(op_frame: pd.DataFrame) -> np.ndarray:
     """Kernel family of each op row (object array; None where no predictor applies)."""
     kind = op_frame["kind"].to_numpy(dtype=object)
     fam = lookup(kind, {"linear": "linear", "bmm": "bmm"})
-    is_vec = kind == "vec"
-    if is_vec.any():
-        fam[is_vec] = lookup(op_frame["op"].to_numpy(dtype=object)[is_vec], FAMILY_OF_OP)
+    by_op = (kind == "vec") | (kind == "attn")
+    if by_op.any():
+        fam[by_op] = lookup(op_frame["op"].to_numpy(dtype=object)[by_op], FAMILY_OF_OP)
+    if "dtype" in op_frame:
+        dtype = op_frame["dtype"].to_numpy(dtype=object)
+        fam[np.isin(kind, GEMM_KINDS) & np.isin(dtype, list(TENSOR_DTYPES))] = "tc_gemm"
+        half_vec = (kind == "vec") & np.isin(dtype, list(HALF_VECTOR_DTYPES))
+        fam[half_vec & np.isin(op_frame["op"].to_numpy(dtype=object), list(VECTOR_OPS))] = "vec_half"
     return fam
 
 
@@ -62,38 +69,44 @@ def op_kernel_rows(op_frame: pd.DataFrame) -> pd.DataFrame:
     a family predictor covers; the index is the op frame's, so results align back by index."""
     fam = op_family(op_frame)
     pos = np.flatnonzero(pd.notna(fam))
-    names, dims = _kernel_arrays(op_frame, pos)
+    names, dims, dtypes = _kernel_arrays(op_frame, pos, fam[pos])
     rows = pd.DataFrame(dims, columns=list(KERNEL_COLUMNS[1:]), index=op_frame.index[pos])
     rows.insert(0, "OPName", names)
-    return rows.assign(kind=op_frame["kind"].to_numpy(dtype=object)[pos], family=fam[pos])
+    return rows.assign(dtype=dtypes, kind=op_frame["kind"].to_numpy(dtype=object)[pos], family=fam[pos])
 
 
-def _kernel_arrays(op_frame: pd.DataFrame, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """OPName and the int64 ``B, M, N, K, H`` matrix of the op rows at ``pos``."""
+def _kernel_arrays(op_frame: pd.DataFrame, pos: np.ndarray, fams: np.ndarray) \
+        -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """OPName, the int64 ``B, M, N, K, H, Hkv`` matrix and the kernel dtype of the op rows at ``pos``."""
     kind = op_frame["kind"].to_numpy(dtype=object)[pos]
     gemm = np.isin(kind, GEMM_KINDS)
+    att = kind == "attn"
     names = np.where(gemm, kind, op_frame["op"].to_numpy(dtype=object)[pos])
-    dims = np.zeros((len(pos), 5), dtype=np.int64)
+    dims = np.zeros((len(pos), 6), dtype=np.int64)
     dims[:, 0] = np.where(kind == "linear", 1, _col(op_frame, "b", np.int64)[pos])
     for j, c in enumerate("mnk", start=1):
-        dims[:, j] = np.where(gemm, _col(op_frame, c, np.int64)[pos], 0)
+        dims[:, j] = np.where(gemm | att, _col(op_frame, c, np.int64)[pos], 0)
     dims[:, 4] = np.where(gemm, 0, _col(op_frame, "h", np.int64)[pos])
-    return names, dims
+    dims[:, 5] = np.where(att, _col(op_frame, "hkv", np.int64)[pos], 0)
+    dtypes = op_frame["dtype"].to_numpy(dtype=object)[pos] if "dtype" in op_frame else np.full(len(pos), "fp32")
+    return names, dims, np.asarray(dtypes, dtype=object)
 
 
-def _predict_distinct(names: np.ndarray, dims: np.ndarray, fams: np.ndarray, gpu: GpuSpec,
+def _predict_distinct(names: np.ndarray, dims: np.ndarray, dtypes: np.ndarray, fams: np.ndarray, gpu: GpuSpec,
                       predict: FamilyPredictor) -> np.ndarray:
     """Predict every distinct kernel row once, one call per family; ms aligned with the input rows."""
     if len(names) == 0:
         return np.empty(0)
     op_codes, op_inverse = np.unique(names.astype(str), return_inverse=True)
-    key = np.column_stack([op_inverse.astype(np.int64), dims])
+    dt_codes, dt_inverse = np.unique(dtypes.astype(str), return_inverse=True)
+    key = np.column_stack([op_inverse.astype(np.int64), dt_inverse.astype(np.int64), dims])
     distinct, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
     pred = np.full(len(distinct), np.nan)
     dfams = fams[first]
-    kernel = pd.DataFrame(distinct[:, 1:], columns=list(KERNEL_COLUMNS[1:]))
+    kernel = pd.DataFrame(distinct[:, 2:], columns=list(KERNEL_COLUMNS[1:]))
     kernel.insert(0, "OPName", op_codes[distinct[:, 0]])
+    kernel["dtype"] = dt_codes[distinct[:, 1]]
     kernel["Device"] = gpu.device_name
     for fam in np.unique(dfams.astype(str)):
         mask = dfams == fam
@@ -109,9 +122,12 @@ def _predict_distinct(names: np.ndarray, dims: np.ndarray, fams: np.ndarray, gpu
 
 
 def _vec_scale(frame: pd.DataFrame, pos: np.ndarray, gpu: GpuSpec) -> np.ndarray:
-    """Roofline ratio of each vector row's own bytes/flops per output to its plain op's (1 where unset)."""
+    """Roofline ratio of each vector row's own bytes/flops per output to its plain op's at the same dtype
+    (1 where unset)."""
     uniq, inverse = np.unique(frame["op"].to_numpy(dtype=object)[pos].astype(str), return_inverse=True)
-    mem_plain = np.array([mem_per_output(o) for o in uniq], dtype=float)[inverse]
+    size = (np.array([DTYPE_BYTES[d] for d in frame["dtype"].to_numpy(dtype=object)[pos]], dtype=float) / 4.0
+            if "dtype" in frame else 1.0)
+    mem_plain = np.array([mem_per_output(o) for o in uniq], dtype=float)[inverse] * size
     ops_plain = np.array([ops_per_output(o) for o in uniq], dtype=float)[inverse]
     mem_own = _col(frame, "mem_per_o")[pos]
     ops_own = _col(frame, "ops_per_o")[pos]
@@ -138,8 +154,8 @@ def op_latency_ms(op_frame: pd.DataFrame, gpu: GpuSpec, predict: FamilyPredictor
     fam = op_family(op_frame)
     pos = np.flatnonzero(pd.notna(fam))
     if len(pos):
-        names, dims = _kernel_arrays(op_frame, pos)
-        pred = _predict_distinct(names, dims, fam[pos], gpu, predict)
+        names, dims, dtypes = _kernel_arrays(op_frame, pos, fam[pos])
+        pred = _predict_distinct(names, dims, dtypes, fam[pos], gpu, predict)
         vec = kind[pos] == "vec"
         if vec.any():
             pred[vec] *= _vec_scale(op_frame, pos[vec], gpu)

@@ -15,8 +15,9 @@ from tilecast.forecast.ops import COMM_KINDS, lookup, op_family
 from tilecast.forecast.schedule import PHASES, SECTIONS, PhaseTotals, schedule
 from tilecast.graph.parallel import parse_parallel
 
-#: op groups of the breakdown: the five kernel families, data movement, communication, the rest
-GROUPS = ("bmm", "linear", "elementwise", "softmax", "layernorm", "mem", "comm", "other")
+#: op groups of the breakdown: the kernel families, data movement, communication, the rest
+GROUPS = ("bmm", "linear", "elementwise", "softmax", "layernorm", "tc_gemm", "attn_prefill", "attn_decode",
+          "vec_half", "mem", "comm", "other")
 SUMMARY_KEYS = ("e2e_ms", "fw_ms", "bw_ms", "acc_ms", *(f"ms_{g}" for g in GROUPS))
 _PHASE = {p: i for i, p in enumerate(PHASES)}
 _SECTION = {s: i for i, s in enumerate(SECTIONS)}

@@ -16,6 +16,7 @@ from tilecast.forecast.summary import GROUPS, op_groups, summarise
 from tilecast.graph.ops import OpGraph
 from tilecast.graph.parallel import build_parallel_graph, parse_parallel
 from tilecast.specs import GpuSpec, ModelSpec, get_gpu, get_model
+from tilecast.tiles.dtypes import check_workload_dtype, op_dtype
 
 
 def graph_frame(graph: OpGraph) -> pd.DataFrame:
@@ -29,9 +30,9 @@ def graph_frame(graph: OpGraph) -> pd.DataFrame:
 
 
 def workload_frame(model: ModelSpec | str, batch: int, seq_len: int, mode: str = "inference",
-                   parallel: str | None = None, fused: bool = False) -> pd.DataFrame:
+                   parallel: str | None = None, fused: bool = False, dtype: str = "fp32") -> pd.DataFrame:
     """The op frame one GPU runs (see :func:`tilecast.graph.parallel.build_parallel_graph`)."""
-    return graph_frame(build_parallel_graph(model, batch, seq_len, mode, parallel, fused))
+    return graph_frame(build_parallel_graph(model, batch, seq_len, mode, parallel, fused, dtype=dtype))
 
 
 def stack_frames(frames: Mapping[Hashable, pd.DataFrame]) -> pd.DataFrame:
@@ -64,6 +65,7 @@ class Forecast:
     mode: str
     parallel: str | None
     fused: bool
+    dtype: str
     e2e_ms: float
     fw_ms: float
     bw_ms: float
@@ -74,7 +76,8 @@ class Forecast:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the workload, ``e2e_ms``, ``fw_ms``, ``bw_ms``, ``acc_ms`` and ``ms_per_group``."""
         return {"model": self.model, "gpu": self.gpu, "batch": self.batch, "seq_len": self.seq_len,
-                "mode": self.mode, "parallel": self.parallel, "fused": self.fused, "e2e_ms": self.e2e_ms,
+                "mode": self.mode, "parallel": self.parallel, "fused": self.fused, "dtype": self.dtype,
+                "e2e_ms": self.e2e_ms,
                 "fw_ms": self.fw_ms, "bw_ms": self.bw_ms, "acc_ms": self.acc_ms,
                 "ms_per_group": dict(self.by_group_ms)}
 
@@ -82,7 +85,8 @@ class Forecast:
         """A few lines for people: the workload, the step time, phases and time per op group."""
         par = f" {self.parallel}" if self.parallel else ""
         fused = " fused" if self.fused else ""
-        lines = [f"{self.model} on {self.gpu}: batch={self.batch} seq_len={self.seq_len} {self.mode}{par}{fused}",
+        lines = [f"{self.model} on {self.gpu}: batch={self.batch} seq_len={self.seq_len} {self.mode} {self.dtype}"
+                 f"{par}{fused}",
                  f"  e2e  {self.e2e_ms:10.3f} ms",
                  f"  fw   {self.fw_ms:10.3f} ms   bw {self.bw_ms:10.3f} ms   acc {self.acc_ms:10.3f} ms"]
         total = sum(self.by_group_ms.values()) or 1.0
@@ -101,23 +105,32 @@ def forecast_frame(frame: pd.DataFrame, gpu: GpuSpec, predict: FamilyPredictor |
     return summary, ops
 
 
+def check_gpu_dtype(gpu: GpuSpec, dtype: str) -> None:
+    """Refuse a workload dtype whose ops the GPU has no peak for (fp8 on an A100, bf16 on a V100),
+    naming the GPU and the dtype: never a silent fp32 fallback."""
+    for kind in ("linear", "bmm"):
+        gpu.peak_gflops(op_dtype(check_workload_dtype(dtype), kind))
+
+
 def forecast(model: ModelSpec | str, gpu: GpuSpec | str, batch: int, seq_len: int, mode: str = "inference",
              parallel: str | None = None, fused: bool = False, predict: FamilyPredictor | None = None,
-             comm: CommModel = DEFAULT_COMM) -> Forecast:
-    """Forecast one training step or inference pass of ``model`` on ``gpu``.
+             comm: CommModel = DEFAULT_COMM, dtype: str = "fp32") -> Forecast:
+    """Forecast one training step or inference pass of ``model`` on ``gpu`` at ``dtype``.
 
     ``predict`` forecasts kernel rows per family (default: the roofline); ``parallel`` is ``dp<p>``,
     ``tp<p>`` or ``pp<p>[_<micro-batches>]`` with ``batch`` the global batch. Unknown names raise
     :class:`~tilecast.specs.UnknownSpecError` listing the known ones; a workload that cannot be built
-    raises :class:`~tilecast.specs.WorkloadError` naming the value.
+    raises :class:`~tilecast.specs.WorkloadError` naming the value; a dtype the GPU has no peak for
+    raises the spec's :class:`~tilecast.specs.UnsupportedDtypeError` naming both.
     """
     spec = get_model(model) if isinstance(model, str) else model
     gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
     par = parse_parallel(parallel)
-    frame = workload_frame(spec, batch, seq_len, mode, par, fused)
+    check_gpu_dtype(gpu, dtype)
+    frame = workload_frame(spec, batch, seq_len, mode, par, fused, dtype)
     summary, ops = forecast_frame(frame, gpu, predict, comm)
     return Forecast(spec.key, gpu.key, int(batch), int(seq_len), mode, par.tag if par else None, bool(fused),
-                    summary["e2e_ms"], summary["fw_ms"], summary["bw_ms"], summary["acc_ms"],
+                    dtype, summary["e2e_ms"], summary["fw_ms"], summary["bw_ms"], summary["acc_ms"],
                     {g: summary[f"ms_{g}"] for g in GROUPS}, ops)
 
 

@@ -1,7 +1,7 @@
 """Pieces shared by the family builders: dropout, activations, norms, the softmax-attention core.
 
 Each helper records the kernels the Hugging Face module runs in fp32 eager mode, in the op
-vocabulary of the reference graphs (METHOD.md §1). Views, reshapes, scalar maths and dropout at
+vocabulary of the reference graphs (docs/method.md §2). Views, reshapes, scalar maths and dropout at
 inference record nothing.
 """
 
@@ -15,13 +15,18 @@ from tilecast.specs import ModelSpec
 
 @dataclass(frozen=True)
 class Ctx:
-    """What every builder needs: the tape, the model, the workload's shape and mode."""
+    """What every builder needs: the tape, the model, the workload's shape and mode, and whether
+    attention runs fused (FlashAttention, as half-precision frameworks run it) or as the eager
+    bmm-softmax-bmm chain (fp32, as the NeuSight labels were measured)."""
 
     tape: Tape
     spec: ModelSpec
     batch: int
     seq: int
     training: bool
+    fused_attention: bool = False
+    cached: int = 0  # tokens per sequence already in the KV cache (decode: attention reads cached + seq)
+    engine: bool = False  # record a serving engine's kernels (vLLM / TRT-LLM), where the family has them
 
     @property
     def tokens(self) -> int:

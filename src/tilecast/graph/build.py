@@ -17,9 +17,10 @@ from collections.abc import Callable
 from tilecast.graph.blocks import Ctx
 from tilecast.graph.families import BUILDERS
 from tilecast.graph.lower import lower
-from tilecast.graph.ops import Op, OpGraph, merge_ops, ops_of_tally, tally_ops
+from tilecast.graph.ops import Op, OpGraph, merge_ops, ops_of_tally, tally_ops, with_dtype
 from tilecast.graph.tape import Tape
 from tilecast.specs import ModelSpec, Workload, WorkloadError
+from tilecast.tiles.dtypes import HALF_DTYPES, op_dtype
 
 #: families whose blocks record identical kernels whatever their index (switch alternates sparse and
 #: dense blocks and sizes its router losses by the number of sparse blocks: recorded in full)
@@ -29,11 +30,17 @@ SHORT_BLOCKS = (2, 3)
 
 
 def as_workload(model: ModelSpec | str | Workload, batch: int | None = None, seq_len: int | None = None,
-                mode: str = "inference", fused: bool = False) -> Workload:
+                mode: str = "inference", fused: bool = False, dtype: str = "fp32") -> Workload:
     """A validated :class:`Workload` from a workload, or from a model (spec or catalog key) and numbers."""
     if isinstance(model, Workload):
         return model
-    return Workload(model, batch, seq_len, mode, fused)
+    return Workload(model, batch, seq_len, mode, fused, dtype=dtype)
+
+
+def fused_attention(workload: Workload) -> bool:
+    """Whether the workload's attention runs fused: half precisions run SDPA / FlashAttention, as the
+    measured frameworks do; fp32 / tf32 keep the eager chain the NeuSight labels were measured with."""
+    return workload.dtype in HALF_DTYPES
 
 
 def record(workload: Workload) -> Tape:
@@ -43,20 +50,24 @@ def record(workload: Workload) -> Tape:
         raise WorkloadError(f"{spec.key}: no graph builder for family {spec.family!r}; "
                             f"known: {', '.join(BUILDERS)}")
     tape = Tape()
-    BUILDERS[spec.family](Ctx(tape, spec, workload.batch, workload.seq_len, workload.training))
+    BUILDERS[spec.family](Ctx(tape, spec, workload.batch, workload.seq_len, workload.training,
+                              fused_attention(workload), workload.kv_len, workload.serving))
     return tape
 
 
 @functools.lru_cache(maxsize=8)  # a workload's graphs are built together (scoring groups them)
-def _recorded(spec: ModelSpec, config: str, batch: int, seq_len: int, training: bool) -> Tape:
-    return record(Workload(spec, batch, seq_len, "training" if training else "inference"))
+def _recorded(spec: ModelSpec, config: str, batch: int, seq_len: int, training: bool, attention: bool,
+              kv_len: int, serving: bool) -> Tape:
+    return record(Workload(spec, batch, seq_len, "training" if training else "inference",
+                           dtype="bf16" if attention else "fp32", kv_len=kv_len, serving=serving))
 
 
 def recorded(workload: Workload) -> Tape:
     """:func:`record`, shared: the fused and plain graphs and the memory model of a workload read one
     tape (recent ones are kept per process). Read-only: passes that change a tape copy it."""
     spec = workload.model
-    return _recorded(spec, repr(sorted(spec.config.items())), workload.batch, workload.seq_len, workload.training)
+    return _recorded(spec, repr(sorted(spec.config.items())), workload.batch, workload.seq_len, workload.training,
+                     fused_attention(workload), workload.kv_len, workload.serving)
 
 
 def num_blocks(spec: ModelSpec) -> int:
@@ -100,16 +111,25 @@ def layer_ops(workload: Workload, lower_tape: Callable[[Tape], list[Op]], scale_
     return ops_of_tally(long)
 
 
+def apply_dtype(ops: tuple[Op, ...], dtype: str) -> tuple[Op, ...]:
+    """Ops lowered at fp32 run at workload ``dtype``: each in :func:`~tilecast.tiles.dtypes.op_dtype`."""
+    if dtype == "fp32":
+        return ops
+    return tuple(with_dtype(o, op_dtype(dtype, o.kind)) for o in ops)
+
+
 def build_graph(model: ModelSpec | str | Workload, batch: int | None = None, seq_len: int | None = None,
-                mode: str = "inference", fused: bool = False, scale_layers: bool = True) -> OpGraph:
-    """The operator graph of ``model`` at ``batch`` x ``seq_len`` in ``mode`` (inference | training).
+                mode: str = "inference", fused: bool = False, scale_layers: bool = True,
+                dtype: str = "fp32") -> OpGraph:
+    """The operator graph of ``model`` at ``batch`` x ``seq_len`` in ``mode`` (inference | training) at
+    ``dtype`` (:mod:`tilecast.tiles.dtypes`: each op runs in :func:`~tilecast.tiles.dtypes.op_dtype`).
 
     ``model`` is a :class:`ModelSpec`, a catalog key, or a whole :class:`Workload` (then the other
     arguments are ignored). ``fused`` merges vector ops as torch.compile does (forward only).
     ``scale_layers=False`` records every block instead of scaling two short recordings (same graph).
     Bad input raises :class:`~tilecast.specs.WorkloadError` naming the value.
     """
-    wl = as_workload(model, batch, seq_len, mode, fused)
-    ops = layer_ops(wl, lambda tape: lower(tape, wl.training, wl.fused), scale_layers)
+    wl = as_workload(model, batch, seq_len, mode, fused, dtype)
+    ops = apply_dtype(layer_ops(wl, lambda tape: lower(tape, wl.training, wl.fused), scale_layers), wl.dtype)
     return OpGraph(ops, num_blocks(wl.model), dict(model=wl.model.key, batch=wl.batch, seq_len=wl.seq_len,
-                                                     mode=wl.mode, fused=wl.fused))
+                                                     mode=wl.mode, fused=wl.fused, dtype=wl.dtype))

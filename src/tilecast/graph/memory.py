@@ -2,11 +2,13 @@
 
 From the recorded forward pass:
 
-- parameters: every tensor the model owns, tied ones once, at ``dtype``;
-- gradients (training): one per parameter, at ``dtype``;
+- parameters: every tensor the model owns, tied ones once, at ``dtype`` (``fp8``: the linear layers'
+  weights in fp8, the rest in bf16; ``amp_bf16``: fp32 weights, autocast keeps a bf16 copy of each
+  during the step, counted with the activations);
+- gradients (training): one per parameter, at ``dtype`` (``amp_bf16``: fp32);
 - optimizer (training, AdamW): two fp32 moments per parameter, plus an fp32 master copy when the
-  model runs below fp32 (mixed precision); ``optimizer=None`` leaves it out, as in the labels'
-  training runs (forward, loss and backward, no optimizer step);
+  model's weights are below fp32 (bf16 / fp16 training); ``optimizer=None`` leaves it out, as in the
+  labels' training runs (forward, loss and backward, no optimizer step);
 - activations kept for backward (training): each tensor a backward rule reads, once (the input of
   a GEMM, norm or activation; the output of softmax and tanh; an operand of a product whose other
   operand needs a gradient, so ``scores / const`` keeps nothing), plus one byte per element for
@@ -37,9 +39,8 @@ from dataclasses import asdict, dataclass
 from tilecast.graph.build import SHORT_BLOCKS, as_workload, recorded, scalable, with_blocks
 from tilecast.graph.tape import EXTERNAL, Node, Tape
 from tilecast.specs import ModelSpec, Workload
+from tilecast.tiles.dtypes import DTYPE_BYTES, check_workload_dtype, compute_dtype
 
-#: bytes per element of each compute dtype
-DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 ADAM_STATE_BYTES = 8  # exp_avg + exp_avg_sq, fp32
 MASTER_COPY_BYTES = 4  # fp32 weights kept by mixed-precision training
 
@@ -81,7 +82,12 @@ def _saved_tensors(tape: Tape) -> dict[int, int]:
         saved[node_id] = max(saved.get(node_id, 0), numel)
 
     for node in tape.nodes:
-        if node.grad in _SAVES_OUTPUT:
+        if node.grad == "attn":  # FlashAttention's backward reads q, k, v and the output (+ row stats)
+            keep(node.id, node.out_numel)
+            for t in node.inputs:
+                if t.node != EXTERNAL:
+                    keep(t.node, t.numel)
+        elif node.grad in _SAVES_OUTPUT:
             keep(node.id, node.out_numel)
         elif node.grad in _SAVES_INPUTS:
             for t in node.inputs:
@@ -138,22 +144,33 @@ def live_peak(tape: Tape) -> tuple[int, int, int]:
 def footprint_of(tape: Tape, training: bool, dtype: str = "fp32", optimizer: str | None = "adamw") \
         -> MemoryFootprint:
     """The footprint of a recorded forward pass (see the module docstring for each part)."""
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
+    check_workload_dtype(dtype)
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be 'adamw' or None, got {optimizer!r}")
-    size = DTYPE_BYTES[dtype]
+    size = DTYPE_BYTES[compute_dtype(dtype)]  # activations, KV cache, working sets
     n_params = tape.num_params
-    params = n_params * size
+    params, weight_size = _params_bytes(tape, dtype), DTYPE_BYTES.get(dtype, 4)
     if not training:
         live, held, _ = live_peak(tape)
         return MemoryFootprint(params, 0, 0, held * size, (live - held) * size, dtype)
     transient = max((_working_set(n) for n in tape.nodes), default=0) * size
-    per_param = ADAM_STATE_BYTES + (MASTER_COPY_BYTES if size < 4 else 0)
+    amp = dtype == "amp_bf16"
+    per_param = ADAM_STATE_BYTES + (MASTER_COPY_BYTES if not amp and weight_size < 4 else 0)
     optimizer_bytes = n_params * per_param if optimizer else 0
     masks = sum(n.out_numel for n in tape.nodes if n.kind == "mem" and n.saved)
-    activations = sum(_saved_tensors(tape).values()) * size + masks
+    activations = sum(_saved_tensors(tape).values()) * size + masks + (n_params * size if amp else 0)
     return MemoryFootprint(params, params, optimizer_bytes, activations, transient, dtype)
+
+
+def _params_bytes(tape: Tape, dtype: str) -> int:
+    """Bytes of the parameters at ``dtype``: fp8 keeps the linear layers' weights in fp8 and the rest
+    (embeddings, norms, biases) in bf16; ``amp_bf16`` keeps fp32 weights."""
+    if dtype == "amp_bf16":
+        return tape.num_params * DTYPE_BYTES["fp32"]
+    if dtype != "fp8":
+        return tape.num_params * DTYPE_BYTES[dtype]
+    linear_weights = sum(n.params[0] for n in tape.nodes if n.kind == "linear" and n.params)
+    return linear_weights * DTYPE_BYTES["fp8"] + (tape.num_params - linear_weights) * DTYPE_BYTES["bf16"]
 
 
 _FIELDS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "transient_bytes")
@@ -183,14 +200,16 @@ def _scaled_footprint(wl: Workload, dtype: str, optimizer: str | None) -> Memory
 
 
 def memory_footprint(model: ModelSpec | str | Workload, batch: int | None = None, seq_len: int | None = None,
-                     mode: str = "inference", dtype: str = "fp32", optimizer: str | None = "adamw",
+                     mode: str = "inference", dtype: str | None = None, optimizer: str | None = "adamw",
                      scale_layers: bool = True) -> MemoryFootprint:
     """The device-memory footprint of ``model`` at ``batch`` x ``seq_len`` in ``mode`` at ``dtype``
-    (``optimizer=None``: training without optimizer state, as the labels were measured).
+    (``optimizer=None``: training without optimizer state, as the labels were measured; ``dtype=None``:
+    the workload's, fp32 by default).
     ``scale_layers=False`` records every block instead of scaling two short recordings (same result)."""
-    wl = as_workload(model, batch, seq_len, mode)
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
+    wl = as_workload(model, batch, seq_len, mode, dtype=dtype or "fp32")
+    if dtype is not None and dtype != wl.dtype:
+        wl = dataclasses.replace(wl, dtype=check_workload_dtype(dtype))
+    dtype = wl.dtype
     if scale_layers and scalable(wl.model):
         scaled = _scaled_footprint(wl, dtype, optimizer)
         if scaled is not None:

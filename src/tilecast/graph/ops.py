@@ -6,9 +6,12 @@ Dims follow the data's kernel tables so an op row maps 1:1 to a kernel-predictor
 - ``bmm``: ``[b, m, n] @ [b, n, k]`` (``n`` reduced); ``conv`` uses the same implicit-GEMM dims
   (``b`` groups, ``m`` = batch x output pixels, ``n`` = in channels x kernel area, ``k`` = out channels)
 - ``vec``: ``op`` over ``b`` rows of ``h`` elements (``softmax``/``ln`` normalise rows of length ``h``)
+- ``attn``: fused attention (``attn_prefill`` / ``attn_decode``) of ``b`` sequences, ``m`` query tokens
+  over ``n`` key/value tokens, head dim ``k``, ``h`` query heads and ``hkv`` KV heads
 - ``mem`` / ``allreduce`` / ``sendrecv``: ``h`` elements moved
 
-Costs are fp32 (4 bytes per element), as the data were measured.
+``dtype`` sets the bytes per element (:data:`tilecast.tiles.dtypes.DTYPE_BYTES`; fp32 as the NeuSight
+data were measured); a vector op's ``mem_per_o`` is already in its dtype's bytes.
 """
 
 from __future__ import annotations
@@ -19,13 +22,16 @@ from typing import Any
 
 import pandas as pd
 
-BYTES_PER_ELEMENT = 4
+from tilecast.tiles.attention import attention_bytes, attention_flops
+from tilecast.tiles.dtypes import DTYPE_BYTES
+
+BYTES_PER_ELEMENT = 4  # fp32, the element size graphs are lowered in before a dtype is applied
 PHASES = ("fw", "bw", "acc")
-KINDS = ("linear", "bmm", "conv", "vec", "mem", "allreduce", "sendrecv")
+KINDS = ("linear", "bmm", "conv", "vec", "attn", "mem", "allreduce", "sendrecv")
 GEMM_KINDS = frozenset({"linear", "bmm", "conv"})
 SECTIONS = ("prologue", "layer", "epilogue")
-COLUMNS = ["phase", "kind", "op", "b", "m", "n", "k", "h", "count", "flops", "bytes", "total_flops",
-           "total_bytes", "mem_per_o", "ops_per_o", "section", "name"]
+COLUMNS = ["phase", "kind", "op", "dtype", "b", "m", "n", "k", "h", "hkv", "count", "flops", "bytes",
+           "total_flops", "total_bytes", "mem_per_o", "ops_per_o", "section", "name"]
 
 
 @dataclass(frozen=True)
@@ -43,8 +49,10 @@ class Op:
     count: int = 1
     section: str = "layer"
     name: str = ""
-    mem_per_o: float = 0.0  # vec: fp32 bytes moved per output element
+    mem_per_o: float = 0.0  # vec: bytes moved per output element (at ``dtype``)
     ops_per_o: float = 0.0  # vec: flops per output element
+    dtype: str = "fp32"
+    hkv: int = 0  # attn: key/value heads
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
@@ -55,12 +63,14 @@ class Op:
             raise ValueError(f"op section must be one of {SECTIONS}, got {self.section!r}")
         if self.count < 0:
             raise ValueError(f"op count must be >= 0, got {self.count}")
+        if self.dtype not in DTYPE_BYTES:
+            raise ValueError(f"op dtype must be one of {tuple(DTYPE_BYTES)}, got {self.dtype!r}")
 
     @property
     def key(self) -> tuple:
         """Identity for merging: everything but ``count`` and ``name``."""
         return (self.phase, self.kind, self.op, self.b, self.m, self.n, self.k, self.h, self.section,
-                round(self.mem_per_o, 9), round(self.ops_per_o, 9))
+                round(self.mem_per_o, 9), round(self.ops_per_o, 9), self.dtype, self.hkv)
 
     @property
     def dims(self) -> tuple[int, ...]:
@@ -69,6 +79,8 @@ class Op:
             return (self.m, self.n, self.k)
         if self.kind in ("bmm", "conv"):
             return (self.b, self.m, self.n, self.k)
+        if self.kind == "attn":
+            return (self.b, self.m, self.n, self.k, self.h, self.hkv)
         if self.kind == "vec":
             return (self.b, self.h)
         return (self.h,)
@@ -80,16 +92,21 @@ class Op:
             return 2.0 * self.b * self.m * self.n * self.k
         if self.kind == "vec":
             return self.ops_per_o * self.b * self.h
+        if self.kind == "attn":
+            return float(attention_flops(self.b, self.m, self.n, self.k, self.h))
         return 0.0
 
     @property
     def bytes(self) -> float:
         """Bytes moved by one instance (GEMM: both operands and the result once)."""
+        size = DTYPE_BYTES[self.dtype]
         if self.kind in GEMM_KINDS:
-            return float(BYTES_PER_ELEMENT * self.b * (self.m * self.n + self.n * self.k + self.m * self.k))
+            return float(size * self.b * (self.m * self.n + self.n * self.k + self.m * self.k))
         if self.kind == "vec":
             return self.mem_per_o * self.b * self.h
-        return float(BYTES_PER_ELEMENT * self.h)
+        if self.kind == "attn":
+            return float(attention_bytes(self.b, self.m, self.n, self.k, self.h, self.hkv, size, size))
+        return float(size * self.h)
 
 
 def gemm(phase: str, kind: str, dims: tuple[int, ...], **kw: Any) -> Op:
@@ -109,6 +126,20 @@ def vec(phase: str, op: str, b: int, h: int, mem_per_o: float, ops_per_o: float,
 def mem(phase: str, elements: int, **kw: Any) -> Op:
     """Pure data movement of ``elements`` fp32 values (read + write counted in ``elements``)."""
     return Op(phase, "mem", "mem", 1, 0, 0, 0, elements, mem_per_o=float(BYTES_PER_ELEMENT), **kw)
+
+
+def attn(phase: str, op: str, dims: tuple[int, ...], **kw: Any) -> Op:
+    """A fused attention op; ``dims`` = (b, m, n, k, h, hkv) as in :attr:`Op.dims`."""
+    b, m, n, k, h, hkv = dims
+    return Op(phase, "attn", op, b, m, n, k, h, hkv=hkv, **kw)
+
+
+def with_dtype(op: Op, dtype: str) -> Op:
+    """``op`` (lowered at fp32) run in ``dtype``: bytes per element, and a vector op's bytes per output."""
+    if dtype == op.dtype:
+        return op
+    scale = DTYPE_BYTES[dtype] / DTYPE_BYTES[op.dtype]
+    return replace(op, dtype=dtype, mem_per_o=op.mem_per_o * scale)
 
 
 #: merged ops: :attr:`Op.key` -> [first op of that key, summed count, distinct names in order]
@@ -195,8 +226,8 @@ class OpGraph:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per distinct op: the columns of :data:`COLUMNS`."""
-        rows = [{"phase": o.phase, "kind": o.kind, "op": o.op, "b": o.b, "m": o.m, "n": o.n, "k": o.k,
-                 "h": o.h, "count": o.count, "flops": o.flops, "bytes": o.bytes,
+        rows = [{"phase": o.phase, "kind": o.kind, "op": o.op, "dtype": o.dtype, "b": o.b, "m": o.m, "n": o.n,
+                 "k": o.k, "h": o.h, "hkv": o.hkv, "count": o.count, "flops": o.flops, "bytes": o.bytes,
                  "total_flops": o.count * o.flops, "total_bytes": o.count * o.bytes,
                  "mem_per_o": o.mem_per_o, "ops_per_o": o.ops_per_o, "section": o.section, "name": o.name}
                 for o in self.ops]

@@ -1,4 +1,4 @@
-"""Multi-GPU execution as graph transforms: data, tensor and pipeline parallel, any degree (METHOD.md §4).
+"""Multi-GPU execution as graph transforms: data, tensor and pipeline parallel, any degree (docs/method.md §9).
 
 A :class:`Parallel` names the scheme as the labels do (``dp4``, ``tp4``, ``pp4_1``: pipeline with one
 micro-batch, ``pp4_4``: four). Each GPU runs the graph of its share of the work plus the
@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from tilecast.graph.build import build_graph, layer_ops, num_blocks
+from tilecast.graph.build import apply_dtype, build_graph, layer_ops, num_blocks
 from tilecast.graph.lower import lower
 from tilecast.graph.ops import Op, OpGraph
 from tilecast.graph.tape import EXTERNAL, Node, Tape, Tensor
@@ -216,9 +216,14 @@ class _TensorParallelPass:
             b, m, n, k = node.dims
             b = _split(b, self.p, f"batch x heads of {node.name}", self.tag)
             return replace(node, dims=(b, m, n, k), out_numel=b * m * k), ROWS
+        if node.kind == "attn":  # heads split; KV heads too, replicated when fewer than the ranks
+            b, m, n, k, h, hkv = node.dims
+            h = _split(h, self.p, f"heads of {node.name}", self.tag)
+            hkv = max(1, hkv // self.p) if hkv < self.p else _split(hkv, self.p, f"KV heads of {node.name}", self.tag)
+            return replace(node, dims=(b, m, n, k, h, hkv), out_numel=b * m * h * k), FEATURES
         if node.kind == "vec":
             b, h = node.dims
-            if axis == FEATURES and node.op not in ("softmax", "ln", "rmsnorm"):
+            if axis == FEATURES and h > 1 and node.op not in ("softmax", "ln", "rmsnorm"):
                 h = _split(h, self.p, f"features of {node.name}", self.tag)
             else:
                 b = _split(b, self.p, f"rows of {node.name}", self.tag)
@@ -271,8 +276,11 @@ def tensor_parallel_ops(tape: Tape, parallel: Parallel, spec: ModelSpec, trainin
 
 def build_parallel_graph(model: ModelSpec | str, batch: int, seq_len: int, mode: str = "inference",
                          parallel: str | Parallel | None = None, fused: bool = False,
-                         scale_layers: bool = True) -> OpGraph:
-    """The op graph one GPU runs for ``model`` at global ``batch`` under ``parallel`` (None: one GPU).
+                         scale_layers: bool = True, dtype: str = "fp32", kv_len: int = 0,
+                         serving: bool = False) -> OpGraph:
+    """The op graph one GPU runs for ``model`` at global ``batch`` under ``parallel`` (None: one GPU),
+    at workload ``dtype`` (``kv_len``: tokens per sequence already cached, a decode step's context;
+    ``serving``: a serving engine's kernels).
 
     ``meta`` gains ``parallel`` (tag), ``degree`` and ``microbatches``; a scheme that cannot split
     the workload raises :class:`ParallelismError` naming the value. ``scale_layers=False`` records
@@ -281,13 +289,13 @@ def build_parallel_graph(model: ModelSpec | str, batch: int, seq_len: int, mode:
     spec = get_model(model) if isinstance(model, str) else model
     par = parse_parallel(parallel)
     check_parallel(spec, batch, par)
-    wl = Workload(spec, local_batch(batch, par), seq_len, mode, fused)
+    wl = Workload(spec, local_batch(batch, par), seq_len, mode, fused, dtype=dtype, kv_len=kv_len, serving=serving)
     if par is None:
         return build_graph(wl, scale_layers=scale_layers)
     if par.kind == "tp":
-        meta = {"model": spec.key, "batch": batch, "seq_len": seq_len, "mode": mode, "fused": fused}
-        ops = layer_ops(wl, lambda tape: tensor_parallel_ops(tape, par, spec, wl.training, fused, lower),
-                        scale_layers)
+        meta = {"model": spec.key, "batch": batch, "seq_len": seq_len, "mode": mode, "fused": fused, "dtype": dtype}
+        ops = apply_dtype(layer_ops(wl, lambda tape: tensor_parallel_ops(tape, par, spec, wl.training, fused, lower),
+                                    scale_layers), dtype)
         return OpGraph(ops, num_blocks(spec), {**meta, "parallel": par.tag, "degree": par.degree,
                                                "microbatches": par.microbatches})
     graph = build_graph(wl, scale_layers=scale_layers)

@@ -99,6 +99,14 @@ class Tape:
         """Vector op ``op`` producing ``b`` rows of ``h``; backward by ``grad`` (default: ``op``)."""
         return self.add(name, "vec", op, (b, h), inputs, b * h, grad or op, params)
 
+    def attention(self, name: str, q: Tensor, k: Tensor, v: Tensor, b: int, q_len: int, kv_len: int, heads: int,
+                  kv_heads: int, head_dim: int) -> Tensor:
+        """Fused causal attention (FlashAttention): ``b`` sequences, ``q_len`` queries over ``kv_len`` keys,
+        GQA with ``kv_heads``; writes only its ``b x q_len x heads x head_dim`` output."""
+        op = "attn_decode" if q_len == 1 and kv_len > 1 else "attn_prefill"
+        return self.add(name, "attn", op, (b, q_len, kv_len, head_dim, heads, kv_heads), [q, k, v],
+                        b * q_len * heads * head_dim, "attn")
+
     def ln(self, name: str, x: Tensor, rows: int, h: int) -> Tensor:
         """LayerNorm over rows of ``h``; owns weight and bias."""
         return self.vec(name, "ln", [x], rows, h, params=(h, h))

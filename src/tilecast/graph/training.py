@@ -1,4 +1,4 @@
-"""Training expansion (METHOD.md §1): each forward node -> its backward ops and gradient accumulation.
+"""Training expansion (docs/method.md §2): each forward node -> its backward ops and gradient accumulation.
 
 One table, :data:`BACKWARD`, maps a node's ``grad`` rule to the ops its backward runs; gradient
 accumulation ("acc") is one ``VECadd`` over every parameter tensor the node owns. Reading the
@@ -19,6 +19,8 @@ gelu, relu...  the same op once
 embedding      2 MEM of the table (vocab x hidden)
 copy           2 MEM of the inputs (dropout, getitem, where, contiguous, mean, ...)
 rsqrt          1 MEM of input and output
+attn           5 BMM(b h, m, d, n / 2): FlashAttention's backward recomputes the scores and
+               runs five GEMMs over the causal half (2.5x the forward FLOPs)
 =============  ==========================================================================
 """
 
@@ -64,6 +66,7 @@ BACKWARD: dict[str, Callable[[Node], list[tuple]]] = {
     "embedding": lambda n: [("mem", n.dims[0] * n.dims[1])] * 2,
     "copy": lambda n: [("mem", sum(n.in_numels))] * 2,
     "rsqrt": lambda n: [("mem", sum(n.in_numels) + n.out_numel)],
+    "attn": lambda n: [("bmm", (n.dims[0] * n.dims[4], n.dims[1], n.dims[3], max(n.dims[2] // 2, 1)))] * 5,
     "none": lambda n: [],
 }
 

@@ -1,9 +1,16 @@
 """The kernel rows each family is trained and evaluated on (read through :mod:`tilecast.data`).
 
-Training rows come from the five training GPUs only: the random shapes of ``kernels/train`` plus
-the model-like shapes of ``kernels/test`` measured on those GPUs (``Source`` = ``train`` or
-``test``). ``kernels/train_processed`` is a subset of ``kernels/train`` (its large shapes) and adds
-nothing. No row of an unseen GPU is ever returned by :func:`training_rows`.
+fp32 families: training rows come from the five training GPUs only: the random shapes of
+``kernels/train`` plus the model-like shapes of ``kernels/test`` measured on those GPUs (``Source`` =
+``train`` or ``test``). ``kernels/train_processed`` is a subset of ``kernels/train`` (its large shapes)
+and adds nothing. No row of an unseen GPU is ever returned by :func:`training_rows`.
+
+Tensor-core families (``tc_gemm``, ``attn_prefill``, ``attn_decode``): AIConfigurator's bf16 / fp8
+GEMM and fused-attention tables of its six public GPUs (:func:`tensor_training_gpus`); the GPUs it
+holds back are the unseen ones, so every public GPU trains and leave-one-GPU-out is the estimate of
+an unseen GPU (``benchmarks/precision.md``). Vidur's fp16 linear rows (another harness) only evaluate.
+``vec_half``: Vidur's fp16 vector ops (norms, residual adds, SiLU x mul, rotary) of its two GPUs, the
+only half-precision vector measurements the project has.
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ import pandas as pd
 
 from tilecast.data import load_kernels
 from tilecast.specs import get_gpu
-from tilecast.tiles.ops import FAMILIES, family_of
+from tilecast.tiles.ops import FAMILIES, TENSOR_FAMILIES, row_families
+from tilecast.tiles.sources import kernel_rows
 
 #: catalog keys of the GPUs predictors are trained on
 TRAINING_GPUS = ("tesla_p4", "tesla_p100_pcie_16gb", "tesla_t4", "tesla_v100_pcie_32gb", "a100_pcie_40gb")
@@ -32,6 +40,11 @@ _TRAIN_TABLES: dict[str, tuple[str, ...]] = {
 _TEST_TABLE = {"bmm": "bmm", "linear": "linear", "elementwise": "elem", "softmax": "softmax", "layernorm": "ln"}
 
 
+#: AIConfigurator table(s) of each tensor-core family
+_TENSOR_TABLES: dict[str, tuple[str, ...]] = {"tc_gemm": ("gemm",), "attn_prefill": ("context_attention",),
+                                              "attn_decode": ("generation_attention",)}
+
+
 def _check_family(family: str) -> None:
     if family not in FAMILIES:
         raise ValueError(f"unknown kernel family {family!r}; known: {', '.join(FAMILIES)}")
@@ -43,8 +56,25 @@ def device_names(gpus: Iterable[str]) -> list[str]:
 
 
 def _of_family(rows: pd.DataFrame, family: str) -> pd.DataFrame:
-    fam = rows["OPName"].astype(str).map(family_of)
-    return rows.loc[(fam == family).to_numpy()]
+    return rows.loc[(row_families(rows) == family).to_numpy()]
+
+
+def tensor_rows(family: str) -> pd.DataFrame:
+    """Every shipped row of a precision-path family as kernel rows: AIConfigurator's (``Source`` =
+    ``aiconfigurator``), or Vidur's for ``vec_half`` (``Source`` = ``vidur``)."""
+    from tilecast.data import load_aiconfigurator, load_vidur
+
+    if family == "vec_half":
+        rows = kernel_rows(load_vidur("mlp")).assign(Source="vidur")
+    else:
+        parts = [kernel_rows(load_aiconfigurator(t)) for t in _TENSOR_TABLES[family]]
+        rows = pd.concat(parts, ignore_index=True, sort=False).assign(Source="aiconfigurator")
+    return _of_family(rows.loc[(rows["Latency"] > 0).to_numpy()], family).reset_index(drop=True)
+
+
+def tensor_training_gpus(family: str = "tc_gemm") -> tuple[str, ...]:
+    """Device names of the GPUs a precision-path family is trained on: every GPU of its shipped rows."""
+    return tuple(sorted(tensor_rows(family)["Device"].astype(str).unique()))
 
 
 def training_rows(family: str, gpus: Iterable[str] = TRAINING_GPUS) -> pd.DataFrame:
@@ -54,6 +84,10 @@ def training_rows(family: str, gpus: Iterable[str] = TRAINING_GPUS) -> pd.DataFr
     dropped.
     """
     _check_family(family)
+    if family in TENSOR_FAMILIES:
+        devices = set(device_names(tensor_training_gpus(family) if gpus is TRAINING_GPUS else gpus))
+        rows = tensor_rows(family)
+        return rows.loc[rows["Device"].isin(devices).to_numpy()].reset_index(drop=True)
     devices = device_names(gpus)
     unseen = set(device_names(UNSEEN_GPUS)) & set(devices)
     if unseen:
@@ -66,9 +100,32 @@ def training_rows(family: str, gpus: Iterable[str] = TRAINING_GPUS) -> pd.DataFr
 
 
 def evaluation_rows(family: str, devices: Iterable[str] = UNSEEN_GPUS) -> pd.DataFrame:
-    """Test rows (model-like shapes) of ``family`` measured on ``devices`` (keys or device names)."""
+    """Test rows (model-like shapes) of ``family`` measured on ``devices`` (keys or device names); a
+    tensor-core family's rows of ``devices`` from its AIConfigurator tables."""
     _check_family(family)
+    if family in TENSOR_FAMILIES:
+        names = set(device_names(devices))
+        rows = tensor_rows(family)
+        return rows.loc[rows["Device"].isin(names).to_numpy()].reset_index(drop=True)
     names = device_names(devices)
     rows = load_kernels("test", _TEST_TABLE[family]).assign(Source="test")
     rows = rows.loc[rows["Device"].isin(names).to_numpy() & (rows["Latency"] > 0).to_numpy()]
+    return _of_family(rows, family).reset_index(drop=True)
+
+
+#: the precision-path family's rows of a GPU it never trains on (the promotion gate's unseen kernels):
+#: Vidur's fp16 linear layers on the A40, a GPU and a harness no tensor-core row comes from
+PRECISION_GATE_DEVICES: dict[str, tuple[str, ...]] = {"tc_gemm": ("NVIDIA A40",)}
+
+
+def precision_gate_rows(family: str) -> pd.DataFrame:
+    """Kernel rows of GPUs ``family`` is never trained on (empty where the data has none: the gate then
+    compares the versions' validation MAPE)."""
+    from tilecast.data import load_vidur
+
+    devices = PRECISION_GATE_DEVICES.get(family, ())
+    if not devices:
+        return pd.DataFrame()
+    rows = kernel_rows(load_vidur("mlp")).assign(Source="vidur")
+    rows = rows.loc[rows["Device"].isin(devices).to_numpy() & (rows["Latency"] > 0).to_numpy()]
     return _of_family(rows, family).reset_index(drop=True)

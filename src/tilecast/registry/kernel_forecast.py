@@ -18,7 +18,8 @@ from tilecast.forecast.kernels import FamilyPredictor, forecast_kernels
 from tilecast.registry.calibrations import CalibrationSet, load_calibration
 from tilecast.registry.models import DEFAULT_ALIAS, LoadedPredictor, load_predictor
 from tilecast.specs import GpuSpec, get_gpu
-from tilecast.tiles.ops import FAMILIES, family_of
+from tilecast.tiles.ops import FAMILIES, row_families
+from tilecast.tiles.sources import kernel_rows
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ def forecast_from_registry(rows: pd.DataFrame, alias: str = DEFAULT_ALIAS, gpu: 
                            calibrate: bool = True) -> RegistryKernelForecast:
     """Forecast kernel rows with the registered models of the families present, in the input's row order."""
     rows = rows.reset_index(drop=True)
-    families = [f for f in rows["OPName"].astype(str).map(family_of).dropna().unique()] if "OPName" in rows else []
+    families = [f for f in row_families(kernel_rows(rows)).dropna().unique()]
     rp = load_registry_predictor(alias, families, calibrate)
     labels = pd.Series("", index=rows.index, dtype=object)
 

@@ -24,10 +24,9 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 
-from tilecast.data.schema import kernel_dims
 from tilecast.predictors import PREDICTORS, KernelPredictor, ModelFormatError
 from tilecast.specs import get_gpu
-from tilecast.tiles.ops import FAMILIES
+from tilecast.tiles.ops import FAMILIES, FAMILY_DIMS, TENSOR_FAMILIES
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +113,12 @@ class TilePredictorModel(mlflow.pyfunc.PythonModel):
 
 
 def _signature(family: str) -> ModelSignature:
-    cols = [ColSpec("string", "OPName"), *(ColSpec("long", d) for d in kernel_dims(family)),
+    cols = [ColSpec("string", "OPName"), *(ColSpec("long", d, required=d != "Hkv") for d in FAMILY_DIMS[family]),
             ColSpec("string", "Device", required=False)]
+    if family in TENSOR_FAMILIES:  # absent: fp32, as every kernel row without a dtype
+        cols.append(ColSpec("string", "dtype", required=False))
+        if family.startswith("attn_"):
+            cols.append(ColSpec("string", "kv_dtype", required=False))
     return ModelSignature(Schema(cols), Schema([ColSpec("double", "pred_ms")]),
                           ParamSchema([ParamSpec("gpu", "string", "")]))
 

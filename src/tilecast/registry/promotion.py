@@ -1,8 +1,10 @@
 """Promotion: ``@champion`` only ever moves to something measurably no worse; rollback restores the previous one.
 
 The suite (the same for both sides): per family, kernel MAPE on the GPUs no family trained on
-(mean of the per-GPU MAPEs of their kernel test rows), and the mean APE of end-to-end forecasts of
-every shipped label (spec sheet only, no calibration). The candidate set is the current champions
+(mean of the per-GPU MAPEs of their kernel test rows; for ``tc_gemm`` Vidur's A40 linear layers; for
+the attention and half-vector families, which no public GPU outside their training data measures, the
+validation MAPE their training runs logged), and the mean APE of end-to-end forecasts of every shipped
+label (spec sheet only, no calibration). The candidate set is the current champions
 with the promoted families' ``@challenger`` versions swapped in. It is promoted when
 
 - its end-to-end mean APE improves or ties (``<= current + e2e_tolerance_pct``), and
@@ -31,13 +33,21 @@ from tilecast.evaluation.labels import LabelSet, shipped_labels
 from tilecast.evaluation.suite import build_frames, forecast_labels
 from tilecast.metrics import ape_pct
 from tilecast.predictors import evaluation_rows
-from tilecast.registry.aliases import AliasMove, alias_history, move_alias
-from tilecast.registry.forecaster import as_family_predictor, predictors_from_versions, register_forecaster
+from tilecast.predictors.rows import precision_gate_rows
+from tilecast.registry.aliases import ROLLBACK, AliasMove, alias_history, move_alias, rollback_target
+from tilecast.registry.forecaster import (
+    FORECASTER_NAME,
+    as_family_predictor,
+    bundle_of,
+    find_forecaster,
+    predictors_from_versions,
+    register_forecaster,
+)
 from tilecast.registry.lineage import log_lineage
 from tilecast.registry.models import IncompatibleModelError, model_name
 from tilecast.registry.tracking import ensure_experiment
 from tilecast.specs import get_gpu
-from tilecast.tiles.ops import FAMILIES
+from tilecast.tiles.ops import FAMILIES, TENSOR_FAMILIES
 
 log = logging.getLogger("tilecast.promote")
 
@@ -111,9 +121,22 @@ def alias_versions(alias: str, families: Iterable[str], client: MlflowClient | N
 
 
 def unseen_kernel_rows(families: Iterable[str], policy: PromotionPolicy) -> dict[str, pd.DataFrame]:
-    """Kernel test rows of every family on the unseen GPUs (the kernel half of the suite)."""
+    """Kernel test rows of every family on the GPUs it never trained on (the kernel half of the suite):
+    the policy's unseen GPUs for the fp32 families; for the precision-path families the data's GPUs they
+    never see (:func:`~tilecast.predictors.rows.precision_gate_rows`)."""
     devices = [get_gpu(k).device_name for k in policy.unseen_gpus]
-    return {fam: evaluation_rows(fam, devices=devices) for fam in families}
+    return {fam: precision_gate_rows(fam) if fam in TENSOR_FAMILIES else evaluation_rows(fam, devices=devices)
+            for fam in families}
+
+
+def _validation_mape(family: str, version: str) -> float:
+    """The version's validation MAPE as its training run logged it (NaN when not logged)."""
+    client = MlflowClient()
+    try:
+        run_id = client.get_model_version(model_name(family), str(version)).run_id
+        return float(client.get_run(run_id).data.metrics.get("val_mape_pct", np.nan)) if run_id else np.nan
+    except MlflowException:
+        return float("nan")
 
 
 def kernel_mape(predictor, rows: pd.DataFrame) -> float:
@@ -138,7 +161,9 @@ def score_suite(versions: Mapping[str, str], labels: pd.DataFrame, kernel_rows: 
                 frames: tuple[dict, dict] | None = None) -> SuiteScore:
     """Measure one set of family versions: kernel MAPE (families of ``kernel_rows``) and e2e mean APE."""
     predictors = predictors_from_versions(versions)
-    kmape = {fam: kernel_mape(predictors[fam], rows) for fam, rows in kernel_rows.items()}
+    # a family with no unseen-GPU rows (attention, half vector ops) is gated on its validation MAPE
+    kmape = {fam: kernel_mape(predictors[fam], rows) if len(rows) else _validation_mape(fam, versions[fam])
+             for fam, rows in kernel_rows.items()}
     table = forecast_labels(labels, as_family_predictor(predictors), frames=frames)
     ok = table["pred_ms"].notna()
     return SuiteScore(dict(versions), kmape, float(table.loc[ok, "ape_pct"].mean()), int((~ok).sum()), table)
@@ -240,10 +265,10 @@ def promote(families: Iterable[str] = FAMILIES, policy: PromotionPolicy | None =
                 result.moves.append(move_alias(model_name(fam), CHAMPION, candidate[fam], client=client,
                                                reason=f"promoted by jobs/promote.py (run {run.info.run_id}): "
                                                       f"{result.reason}", metrics=_family_metrics(metrics, fam)))
-        if register:
-            result.forecaster_version = register_forecaster(
-                candidate, CHAMPION, reason=f"champion set after promotion run {run.info.run_id}",
-                metrics={k: v for k, v in metrics.items() if "e2e" in k})
+        result.forecaster_version = sync_forecaster(
+            register, reason=f"champion set after promotion run {run.info.run_id}",
+            metrics={k: v for k, v in metrics.items() if "e2e" in k}, client=client)
+        if result.forecaster_version:
             mlflow.set_tag("tilecast.forecaster_version", result.forecaster_version)
     return result
 
@@ -252,12 +277,49 @@ def _family_metrics(metrics: Mapping[str, float], family: str) -> dict[str, floa
     return {k: v for k, v in metrics.items() if k.endswith(f".{family}") or "e2e" in k}
 
 
+def sync_forecaster(register: bool = True, reason: str = "", metrics: Mapping[str, float] | None = None,
+                    client: MlflowClient | None = None) -> str | None:
+    """Point ``tilecast-forecaster@champion`` at the bundle of exactly the families' ``@champion`` versions.
+
+    ``register``: log that bundle as a new forecaster version when none exists yet; otherwise an existing
+    version is reused and, when none matches, a ``@champion`` that bundles other versions is removed
+    (recorded) rather than left serving versions that are not the champions. Returns the version, or None.
+    """
+    client = client or MlflowClient()
+    bundle = {f: v for f, v in alias_versions(CHAMPION, FAMILIES, client).items() if v is not None}
+    if not bundle:
+        return None
+    if register:
+        return register_forecaster(bundle, CHAMPION, reason=reason, metrics=metrics)
+    version = find_forecaster(bundle, client)
+    if version is not None:
+        return register_forecaster(bundle, CHAMPION, reason=reason, metrics=metrics)  # reuses it: an alias move
+    try:
+        current = client.get_registered_model(FORECASTER_NAME).aliases.get(CHAMPION)
+    except MlflowException:
+        return None
+    if current is not None:
+        log.warning("%s@%s bundled other versions than the champions and register_forecaster is off: alias "
+                    "removed (the next promote or rollback with register_forecaster=true registers the bundle)",
+                    FORECASTER_NAME, CHAMPION)
+        move_alias(FORECASTER_NAME, CHAMPION, None, client=client, metrics=dict(metrics or {}),
+                   reason=f"{reason}: no forecaster version bundles the champions {bundle_of(bundle)}")
+    return None
+
+
 def rollback(families: Iterable[str] = FAMILIES, register: bool = True,
              experiment: str = "tilecast-promote") -> list[AliasMove]:
-    """Point each family's ``@champion`` back at the version it replaced (recorded as a move of its own)."""
+    """Undo the latest promotion of each family's ``@champion`` not undone yet (a move of its own, in an MLflow
+    run of ``experiment``), and bring ``tilecast-forecaster@champion`` in step (see :func:`sync_forecaster`).
+
+    A second rollback goes further back (v1 -> v2 -> v4, rollback: v2, rollback: v1), never undoes the first;
+    with nothing older left for some family, :class:`PromotionRefused` and nothing moves.
+    """
     families = tuple(dict.fromkeys(families))
+    for fam in families:
+        model_name(fam)  # unknown family -> error naming the known ones
     client = MlflowClient()
-    plan = {}
+    plan: dict[str, AliasMove] = {}
     for fam in families:
         name = model_name(fam)
         try:
@@ -266,17 +328,20 @@ def rollback(families: Iterable[str] = FAMILIES, register: bool = True,
             history = []
         if not history:
             raise PromotionRefused(f"{name} has no @{CHAMPION} history: nothing to roll back")
-        last = history[-1]
-        if last.from_version is None:
-            raise PromotionRefused(f"{name}@{CHAMPION} v{last.to_version} was the first champion: "
-                                   f"there is no previous one to restore")
-        plan[fam] = last
-    moves = [move_alias(model_name(fam), CHAMPION, last.from_version, client=client,
-                        reason=f"rollback of move #{last.seq} (v{last.from_version} -> v{last.to_version})",
-                        metrics=dict(last.metrics)) for fam, last in plan.items()]
-    if register:
-        champions = alias_versions(CHAMPION, FAMILIES, client)
-        if all(v is not None for v in champions.values()):
-            with mlflow.start_run(experiment_id=ensure_experiment(experiment), run_name="rollback"):
-                register_forecaster(champions, CHAMPION, reason="champion set after rollback")
+        target = rollback_target(history)
+        if target is None or target.from_version is None:
+            first = target.to_version if target is not None else history[0].to_version
+            raise PromotionRefused(f"{name}@{CHAMPION}: nothing older to restore (v{first} was the first champion); "
+                                   f"nothing rolled back")
+        plan[fam] = target
+    with mlflow.start_run(experiment_id=ensure_experiment(experiment), run_name="rollback") as run:
+        log_lineage(None, job="promote", families=",".join(families), action="rollback")
+        moves = [move_alias(model_name(fam), CHAMPION, t.from_version, client=client, kind=ROLLBACK, undoes=t.key,
+                            reason=f"rollback of move #{t.seq} ({t.describe()}) by jobs/promote.py rollback=true "
+                                   f"(run {run.info.run_id})", metrics=dict(t.metrics)) for fam, t in plan.items()]
+        mlflow.set_tags({f"tilecast.rollback.{m.model}": m.describe() for m in moves})
+        version = sync_forecaster(register, reason=f"champion set after rollback run {run.info.run_id}",
+                                  client=client)
+        if version:
+            mlflow.set_tag("tilecast.forecaster_version", version)
     return moves

@@ -20,7 +20,6 @@ import mlflow
 import numpy as np
 import pandas as pd
 
-from tilecast.data.schema import kernel_dims
 from tilecast.metrics import ape_pct
 from tilecast.predictors import KernelPredictor, evaluation_rows, fit_predictor, training_rows
 from tilecast.registry.aliases import move_alias
@@ -29,9 +28,12 @@ from tilecast.registry.models import log_predictor, model_name
 from tilecast.registry.parity import parity_figure
 from tilecast.registry.tracking import ensure_experiment
 from tilecast.specs import get_gpu
-from tilecast.tiles.ops import FAMILIES
+from tilecast.tiles.ops import FAMILIES, FAMILY_DIMS, TENSOR_FAMILIES
 
 log = logging.getLogger("tilecast.train")
+
+#: aliases only promotion moves (after its evaluation); training refuses to set them
+PROTECTED_ALIASES = ("champion",)
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,12 @@ class TrainSpec:
     seed: int = 0
     unseen_gpus: tuple[str, ...] = ("l4", "a100_pcie_80gb")
     max_rows: int | None = None  # subsample each family's training rows (quick runs, tests)
+
+    def __post_init__(self) -> None:
+        if self.alias in PROTECTED_ALIASES:
+            raise ValueError(f"alias={self.alias}: training never sets @{self.alias}; it registers @challenger "
+                             f"(the default), and only `python jobs/promote.py families=[{','.join(self.families)}]` "
+                             f"moves @{self.alias}, after evaluating the challenger against the current one")
 
 
 @dataclass(frozen=True)
@@ -79,7 +87,8 @@ def mape_by_gpu(rows: pd.DataFrame, pred_ms: np.ndarray) -> dict[str, float]:
 
 
 def _input_example(family: str, rows: pd.DataFrame) -> pd.DataFrame:
-    cols = ["OPName", *kernel_dims(family), "Device"]
+    extra = ("dtype", "kv_dtype") if family in TENSOR_FAMILIES else ()
+    cols = ["OPName", *FAMILY_DIMS[family], *extra, "Device"]
     return rows[[c for c in cols if c in rows]].head(5)
 
 

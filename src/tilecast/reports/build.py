@@ -1,8 +1,9 @@
 """Build a run's report: tables (CSV), plots (PNG), ``report.md`` and a self-contained ``report.html``.
 
-Sections: the run (what scored it), latency per model x GPU x batch, the cheapest GPU per workload
-that meets a latency target, cost per 1M tokens, fleet totals for a workload mix, the memory model
-against the measured runs, changes since the previous run (when given), failed cells, prices.
+Sections: the run (what scored it), latency per model x GPU x batch (a row per dtype), the cheapest GPU
+per workload (model and dtype) that meets a latency target, cost per 1M tokens, fleet totals for a
+workload mix, the memory model against the measured runs, changes since the previous run (when
+given), failed cells, prices.
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ def _run_section(meta: Mapping[str, Any], scores: pd.DataFrame) -> list[Block]:
     stats = meta.get("stats", {})
     n_fail = int(scores["error"].notna().sum())
     fits = scores["fits"]
+    dtypes = ", ".join(pd.unique(scores["dtype"].astype(str))) if "dtype" in scores else "fp32"
     lines = [f"Matrix **{meta.get('matrix', '?')}**: {len(scores):,} cells ({scores['model'].nunique()} models x "
-             f"{scores['gpu'].nunique()} GPUs), {n_fail:,} failed, {int(fits.fillna(False).sum()):,} fit in memory, "
+             f"{scores['gpu'].nunique()} GPUs; dtypes {dtypes}), {n_fail:,} failed, "
+             f"{int(fits.fillna(False).sum()):,} fit in memory, "
              f"{int((fits == False).sum()):,} do not, {int(fits.isna().sum()):,} unknown.",  # noqa: E712
              f"Predictors: `{meta.get('predictor', '?')}` ({meta.get('predictor_detail', '')}); versions "
              f"`{json.dumps(meta.get('versions', {}), sort_keys=True)}`; pricing `{meta.get('pricing', '?')}`."]
@@ -87,16 +90,18 @@ def build_report(directory: Path, scores: pd.DataFrame, meta: Mapping[str, Any],
     blocks: list[Block] = _run_section(meta, scores)
     modes = [m for m in ("inference", "training") if (scores["mode"] == m).any()]
     scope = (f"Headline tables: no parallelism (`{sl.parallel}`), fused={str(sl.fused).lower()}, sequence "
-             f"length {sl.seq_len} (or the model's longest scored one). `OOM`: the cell does not fit in memory. "
-             f"Every cell is in `scores.parquet`.")
+             f"length {sl.seq_len} (or the model's longest scored one); one row per model, dtype and batch. "
+             f"`OOM`: the cell does not fit in memory; `error`: it could not be forecast (a dtype the GPU has "
+             f"no peak for, say: see Failed cells). Every cell is in `scores.parquet`.")
     blocks += [Heading("Latency per model x GPU x batch (step ms)"), Text(scope)]
     for mode in modes:
         grid = latency_grid(scores, mode, sl)
         blocks.append(Table(grid, f"{mode}: step time, ms", n, _write_csv(grid, directory, f"latency_{mode}")))
     blocks.append(Heading("Cheapest GPU per workload meeting the latency target"))
     targets = ", ".join(f"{m} <= {settings.targets_ms[m]:,.0f} ms" for m in modes if m in settings.targets_ms)
-    blocks.append(Text(f"Targets per step: {targets}. Among the GPUs where the cell fits and meets the target, the "
-                       f"one with the lowest cost per 1M tokens; `meeting`: how many GPUs meet it."))
+    blocks.append(Text(f"Targets per step: {targets}. Per workload and dtype, among the GPUs where the cell fits "
+                       f"and meets the target, the one with the lowest cost per 1M tokens; `meeting`: how many GPUs "
+                       f"meet it."))
     cheap = cheapest_gpu(scores, dict(settings.targets_ms), sl)
     blocks.append(Table(cheap, "cheapest GPU per workload", n, _write_csv(cheap, directory, "cheapest_gpu")))
     blocks.append(Heading("Cost per 1M tokens (USD, best batch that fits)"))

@@ -1,4 +1,5 @@
-"""Compare two score runs cell by cell: forecasts that moved, cells added or removed, cells that fail."""
+"""Compare two score runs cell by cell (the cell keys, ``dtype`` included): forecasts that moved, cells added
+or removed, cells that fail."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tilecast.scoring.matrix import CELL_KEYS
+from tilecast.scoring.schema import with_defaults
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class RunDiff:
 
 
 def _keys(df: pd.DataFrame) -> pd.DataFrame:
-    out = df[list(CELL_KEYS)].copy()
+    out = with_defaults(df)[list(CELL_KEYS)].copy()  # a run scored before the dtype axis: its cells were fp32
     out["fused"] = out["fused"].astype(bool)
     return out
 

@@ -1,8 +1,9 @@
 """Fleet totals for a workload mix (``conf/fleet/<name>.yaml``) from a score table.
 
-Per workload: the cheapest GPU (per 1M tokens) whose cell fits and meets the workload's step-time
-target, the GPUs needed for its sustained demand (``ceil(demand / tokens_per_s) * n_gpus``) and their
-hourly and monthly cost; then the mix priced on every single GPU type.
+A workload is a model in one precision (``dtype``, fp32 unless given). Per workload: the cheapest GPU
+(per 1M tokens) whose cell fits and meets the workload's step-time target, the GPUs needed for its
+sustained demand (``ceil(demand / tokens_per_s) * n_gpus``) and their hourly and monthly cost; then
+the mix priced on every single GPU type.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tilecast.reports.tables import fitting
 from tilecast.scoring.matrix import NO_PARALLEL, canonical_parallel
 from tilecast.specs import get_model
 from tilecast.specs.catalog import positive, positive_int
+from tilecast.tiles.dtypes import WORKLOAD_DTYPES
 
 
 class FleetError(ValueError):
@@ -36,6 +38,7 @@ class FleetWorkload:
     latency_target_ms: float
     parallel: str = NO_PARALLEL
     fused: bool = False
+    dtype: str = "fp32"
 
 
 @dataclass(frozen=True)
@@ -65,9 +68,13 @@ def load_fleet(config: Mapping[str, Any]) -> Fleet:
                 raise FleetError(f"{where}: field {field!r} has invalid value {w[field]!r} (a positive number)")
         if w["mode"] not in ("inference", "training"):
             raise FleetError(f"{where}: field 'mode' has invalid value {w['mode']!r}")
+        dtype = w.get("dtype") or "fp32"
+        if dtype not in WORKLOAD_DTYPES:
+            raise FleetError(f"{where}: field 'dtype' has invalid value {dtype!r} (expected one of "
+                             f"{', '.join(WORKLOAD_DTYPES)})")
         out.append(FleetWorkload(str(w["name"]), get_model(str(w["model"])).key, str(w["mode"]), int(w["batch"]),
                                  int(w["seq_len"]), float(w["tokens_per_s"]), float(w["latency_target_ms"]),
-                                 canonical_parallel(w.get("parallel")), bool(w.get("fused", False))))
+                                 canonical_parallel(w.get("parallel")), bool(w.get("fused", False)), str(dtype)))
     hours = config.get("hours_per_month", 730)
     if not positive(hours):
         raise FleetError(f"fleet {name!r}: field 'hours_per_month' has invalid value {hours!r}")
@@ -78,7 +85,7 @@ def _cells_of(scores: pd.DataFrame, w: FleetWorkload) -> pd.DataFrame:
     ok = fitting(scores)
     return ok.loc[(ok["model"] == w.model) & (ok["mode"] == w.mode) & (ok["batch"] == w.batch)
                   & (ok["seq_len"] == w.seq_len) & (ok["parallel"] == w.parallel)
-                  & (ok["fused"].astype(bool) == w.fused)]
+                  & (ok["fused"].astype(bool) == w.fused) & (ok["dtype"] == w.dtype)]
 
 
 def _size(cells: pd.DataFrame, w: FleetWorkload, hours: float) -> pd.DataFrame:
@@ -94,8 +101,8 @@ def fleet_plan(scores: pd.DataFrame, fleet: Fleet) -> pd.DataFrame:
     """One row per workload (the cheapest GPU meeting its target) plus a ``total`` row."""
     rows = []
     for w in fleet.workloads:
-        base = {"workload": w.name, "model": w.model, "mode": w.mode, "batch": w.batch, "seq_len": w.seq_len,
-                "tokens_per_s_demand": w.tokens_per_s, "target_ms": w.latency_target_ms}
+        base = {"workload": w.name, "model": w.model, "dtype": w.dtype, "mode": w.mode, "batch": w.batch,
+                "seq_len": w.seq_len, "tokens_per_s_demand": w.tokens_per_s, "target_ms": w.latency_target_ms}
         cells = _cells_of(scores, w)
         sized = _size(cells, w, fleet.hours_per_month) if len(cells) else cells
         meets = sized.loc[sized["meets"]] if len(sized) else sized

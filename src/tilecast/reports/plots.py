@@ -1,4 +1,5 @@
-"""Report plots as PNG: step time vs batch per GPU, and the cost vs latency Pareto front per model."""
+"""Report plots as PNG: step time vs batch per GPU, and the cost vs latency Pareto front per model; one panel
+per (model, dtype) workload."""
 
 from __future__ import annotations
 
@@ -55,22 +56,31 @@ def _save(fig: plt.Figure, path: Path) -> Path:
     return path
 
 
+def _panels(sub: pd.DataFrame) -> list[tuple[str, str]]:
+    """(model, dtype) of each panel, sorted."""
+    return sorted(set(zip(sub["model"], sub["dtype"], strict=True)))
+
+
+def _of(sub: pd.DataFrame, model: str, dtype: str) -> pd.DataFrame:
+    return sub.loc[(sub["model"] == model) & (sub["dtype"] == dtype)]
+
+
 def latency_vs_batch(scores: pd.DataFrame, mode: str, sl: Slice, path: Path) -> Path | None:
-    """One panel per model: step time against batch size, a line per GPU (cells that fit), log-log."""
+    """One panel per model and dtype: step time against batch size, a line per GPU (cells that fit), log-log."""
     sub = fitting(headline(scores.loc[scores["mode"] == mode], sl))
     if sub.empty:
         return None
-    models = sorted(sub["model"].unique())
+    panels = _panels(sub)
     gpus = sorted(sub["gpu"].unique())
     styles = _gpu_styles(gpus)
-    fig, axes = _grid(len(models))
-    for ax, model in zip(axes, models, strict=False):
-        m = sub.loc[sub["model"] == model]
+    fig, axes = _grid(len(panels))
+    for ax, (model, dtype) in zip(axes, panels, strict=False):
+        m = _of(sub, model, dtype)
         for gpu, g in m.groupby("gpu"):
             g = g.sort_values("batch")
             ax.plot(g["batch"], g["e2e_ms"], ms=3, lw=1, label=gpu, **styles[gpu])
         _log_axes(ax, 2)
-        ax.set_title(f"{model} (seq {int(m['seq_len'].iloc[0])})", fontsize=9)
+        ax.set_title(f"{model} {dtype} (seq {int(m['seq_len'].iloc[0])})", fontsize=9)
         ax.set_xlabel("batch", fontsize=8)
         ax.set_ylabel("step ms", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -101,14 +111,15 @@ def pareto_front(cost: np.ndarray, latency: np.ndarray, rtol: float = 0.0) -> np
 
 
 def cost_latency_pareto(scores: pd.DataFrame, mode: str, sl: Slice, path: Path) -> Path | None:
-    """One panel per model: cost per 1M tokens against step time for every fitting (GPU, batch), front drawn."""
+    """One panel per model and dtype: cost per 1M tokens against step time for every fitting (GPU, batch), front
+    drawn."""
     sub = fitting(headline(scores.loc[scores["mode"] == mode], sl))
     if sub.empty:
         return None
-    models = sorted(sub["model"].unique())
-    fig, axes = _grid(len(models))
-    for ax, model in zip(axes, models, strict=False):
-        m = sub.loc[sub["model"] == model].reset_index(drop=True)
+    panels = _panels(sub)
+    fig, axes = _grid(len(panels))
+    for ax, (model, dtype) in zip(axes, panels, strict=False):
+        m = _of(sub, model, dtype).reset_index(drop=True)
         cost = m["cost_per_1m_tokens_usd"].to_numpy(dtype=float)
         lat = m["e2e_ms"].to_numpy(dtype=float)
         ax.scatter(lat, cost, s=8, alpha=0.35, color="tab:gray")
@@ -118,7 +129,7 @@ def cost_latency_pareto(scores: pd.DataFrame, mode: str, sl: Slice, path: Path) 
             ax.annotate(f"{m.at[i, 'gpu']} b{int(m.at[i, 'batch'])}", (lat[i], cost[i]), fontsize=6,
                         xytext=(3, 3), textcoords="offset points")
         _log_axes(ax)
-        ax.set_title(f"{model} (seq {int(m['seq_len'].iloc[0])})", fontsize=9)
+        ax.set_title(f"{model} {dtype} (seq {int(m['seq_len'].iloc[0])})", fontsize=9)
         ax.set_xlabel("step ms", fontsize=8)
         ax.set_ylabel("$ per 1M tokens", fontsize=8)
         ax.tick_params(labelsize=7)

@@ -2,7 +2,9 @@
 
 Every function takes the score table (``scores.parquet``) and returns a plain DataFrame; the
 headline tables look at one slice (see :class:`Slice`): no parallelism, unfused, and per model one
-sequence length (the configured one, or the model's longest scored one when it is shorter).
+sequence length (the configured one, or the model's longest scored one when it is shorter). Every
+table keeps the workload's ``dtype`` as a column (a workload is a model in one precision): its rows are
+per (model, dtype, ...), and the cheapest GPU is chosen per workload and dtype.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-WORKLOAD_KEYS = ("model", "mode", "batch", "seq_len", "parallel", "fused")
+WORKLOAD_KEYS = ("model", "dtype", "mode", "batch", "seq_len", "parallel", "fused")
 
 
 @dataclass(frozen=True)
@@ -54,14 +56,15 @@ def _reference_len(seq_lens: pd.Series, wanted: int) -> int:
 
 
 def latency_grid(scores: pd.DataFrame, mode: str, sl: Slice) -> pd.DataFrame:
-    """Step time (ms) per model x batch (rows) x GPU (columns); ``OOM`` where it does not fit, blank if failed."""
+    """Step time (ms) per model x dtype x batch (rows) x GPU (columns); ``OOM`` where it does not fit, ``error``
+    where it could not be forecast (an unsupported dtype on that GPU, say)."""
     sub = headline(scores.loc[scores["mode"] == mode], sl)
     if sub.empty:
         return pd.DataFrame()
     text = np.where(sub["error"].notna(), "error",
                     np.where(sub["fits"].fillna(True).astype(bool), sub["e2e_ms"].map(_fmt_ms), "OOM"))
     grid = (sub.assign(cell=text)
-            .pivot_table(index=["model", "seq_len", "batch"], columns="gpu", values="cell", aggfunc="first")
+            .pivot_table(index=["model", "dtype", "seq_len", "batch"], columns="gpu", values="cell", aggfunc="first")
             .reset_index())
     grid.columns.name = None
     return grid
@@ -98,11 +101,11 @@ def cheapest_gpu(scores: pd.DataFrame, targets_ms: dict[str, float], sl: Slice |
 
 
 def cost_per_1m_tokens(scores: pd.DataFrame, mode: str, sl: Slice) -> pd.DataFrame:
-    """Lowest cost per 1M tokens over the batch sizes that fit, per model (rows) x GPU (columns)."""
+    """Lowest cost per 1M tokens over the batch sizes that fit, per model and dtype (rows) x GPU (columns)."""
     sub = fitting(headline(scores.loc[scores["mode"] == mode], sl))
     if sub.empty:
         return pd.DataFrame()
-    grid = sub.pivot_table(index=["model", "seq_len"], columns="gpu", values="cost_per_1m_tokens_usd",
+    grid = sub.pivot_table(index=["model", "dtype", "seq_len"], columns="gpu", values="cost_per_1m_tokens_usd",
                            aggfunc="min").reset_index()
     grid.columns.name = None
     return grid
@@ -113,7 +116,7 @@ def failed_cells(scores: pd.DataFrame) -> pd.DataFrame:
     bad = scores.loc[scores["error"].notna()]
     if bad.empty:
         return pd.DataFrame(columns=["error", "cells", "example"])
-    bad = bad.assign(example=bad["model"] + " " + bad["gpu"] + " b" + bad["batch"].astype(str) + " s"
-                     + bad["seq_len"].astype(str) + " " + bad["mode"] + " " + bad["parallel"])
+    bad = bad.assign(example=bad["model"] + " " + bad["gpu"] + " " + bad["dtype"] + " b" + bad["batch"].astype(str)
+                     + " s" + bad["seq_len"].astype(str) + " " + bad["mode"] + " " + bad["parallel"])
     return (bad.groupby("error").agg(cells=("example", "size"), example=("example", "first"))
             .reset_index().sort_values("cells", ascending=False).reset_index(drop=True))

@@ -1,18 +1,21 @@
 """Score a grid of cells on Dask: build each distinct graph once, forecast each distinct op once per GPU,
 aggregate back to cells, derive throughput, fit and cost.
 
-1. graphs: the distinct (model, batch, seq_len, mode, parallel, fused) of the cells, built in chunks
-   on the workers (``client.map``) with their memory needs;
+1. graphs: the distinct (model, batch, seq_len, mode, parallel, fused, dtype) of the cells, built in
+   chunks on the workers (``client.map``) with their memory needs;
 2. ops: all graphs' op rows deduplicated on the client;
-3. latency: the distinct ops partitioned by (family, all-reduce group, chunk of ``chunk_rows``); each
-   task forecasts its rows on every GPU of the grid with the pinned predictors, loaded once on the
-   client (in a thread, while the workers build graphs) and scattered once to every worker
-   (:mod:`tilecast.scoring.predictors`);
+3. latency: the distinct ops partitioned by (family, all-reduce group, op dtype, chunk of ``chunk_rows``);
+   each task forecasts its rows on every GPU of the grid that has a peak for their dtype, with the pinned
+   predictors, loaded once on the client (in a thread, while the workers build graphs) and scattered once
+   to every worker (:mod:`tilecast.scoring.predictors`);
 4. cells: per-GPU ``bincount`` sums and the schedule (:mod:`tilecast.scoring.aggregate`), then
    :func:`tilecast.scoring.metrics.derive`.
 
 Every task is submitted with ``retries`` so a worker that dies mid-run costs a rerun, not the run.
-A cell whose graph, memory model or ops fail carries the error text; every other cell is scored.
+A cell whose graph, memory model or ops fail carries the error text; every other cell is scored. So
+does every cell of a (GPU, dtype) pair the GPU has no peak for (checked on the client before any work,
+:func:`tilecast.forecast.workload.check_gpu_dtype`: the error names both), and every cell with an op of a
+kernel family the predictor source has no model for.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import pandas as pd
 from distributed import Client, as_completed
 
 from tilecast.forecast.ops import op_family
+from tilecast.forecast.workload import check_gpu_dtype
 from tilecast.graph.build import SHORT_BLOCKS, num_blocks, scalable
 from tilecast.scoring.aggregate import summarise_cells
 from tilecast.scoring.cluster import DaskConfig
@@ -38,7 +42,8 @@ from tilecast.scoring.metrics import FitPolicy, derive
 from tilecast.scoring.predictors import PredictorSource, client_predictor, latency_chunk, warm_up
 from tilecast.scoring.pricing import Pricing
 from tilecast.scoring.schema import LATENCY
-from tilecast.specs import get_model
+from tilecast.specs import SpecError, get_gpu, get_model
+from tilecast.tiles.ops import TENSOR_FAMILIES
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +61,7 @@ class ScoreStats:
     distinct_ops: int = 0
     gpus: int = 0
     failed_cells: int = 0
+    unsupported_cells: int = 0  # cells of a (GPU, dtype) pair the GPU has no peak for
     unknown_memory_cells: int = 0
     tasks: int = 0
     notes: list[str] = field(default_factory=list)
@@ -136,10 +142,12 @@ def _graphs(client: Client, graphs: pd.DataFrame, cache: GraphCache | None, dask
     todo = graphs
     if cached is not None:
         c_rows, c_info = cached
-        hit = graphs.merge(c_info, on=keys, how="inner")
+        hit = graphs.merge(c_info.rename(columns={"graph_id": "cached_id"}), on=keys, how="inner")
         if len(hit):
-            info_parts.append(hit.drop(columns=keys))
-            rows_parts.append(c_rows.merge(hit[[*keys, "graph_id"]], on=keys, how="inner").drop(columns=keys))
+            info_parts.append(hit.drop(columns=[*keys, "cached_id"]))
+            ids = hit.set_index("cached_id")["graph_id"]
+            part = c_rows.loc[c_rows["graph_id"].isin(ids.index)]
+            rows_parts.append(part.assign(graph_id=part["graph_id"].map(ids).to_numpy(dtype=np.int64)))
         todo = graphs.loc[~graphs["graph_id"].isin(hit["graph_id"])]
         stats.cached_graphs = len(hit)
     if len(todo):
@@ -149,43 +157,113 @@ def _graphs(client: Client, graphs: pd.DataFrame, cache: GraphCache | None, dask
     rows = pd.concat(rows_parts, ignore_index=True)
     info = pd.concat(info_parts, ignore_index=True).sort_values("graph_id").reset_index(drop=True)
     if cache is not None and len(todo):
-        with_keys = graphs.set_index("graph_id")[keys]
-        cache.save(rows.join(with_keys, on="graph_id").drop(columns="graph_id"),
-                   info.join(with_keys, on="graph_id").drop(columns="graph_id"))
+        cache.save(rows, info.merge(graphs, on="graph_id", how="left", validate="one_to_one"))
     return rows, info
+
+
+def unsupported_pairs(cells: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(gpu, dtype) pairs of ``cells`` whose GPU has no peak for the dtype's ops -> the cells' error text."""
+    out = {}
+    for gpu, dtype in cells[["gpu", "dtype"]].drop_duplicates().itertuples(index=False):
+        try:
+            check_gpu_dtype(get_gpu(gpu), dtype)
+        except SpecError as exc:
+            out[(gpu, dtype)] = f"dtype {dtype} is not supported on GPU {gpu}: {exc}"
+    return out
+
+
+def _runs_on(gpu: str, family: str, dtype: str) -> bool:
+    """Whether ops of ``family`` in ``dtype`` can be forecast on ``gpu``: tensor-core families need the GPU's
+    peak for the dtype (vector ops, memory and communication run at rates every GPU has)."""
+    if family not in TENSOR_FAMILIES:
+        return True
+    try:
+        get_gpu(gpu).peak_gflops(dtype)
+    except SpecError:
+        return False
+    return True
+
+
+@dataclass
+class OpErrors:
+    """Why a distinct op has no latency on a GPU: ``code[op, gpu]`` indexes ``messages`` (-1: none)."""
+
+    code: np.ndarray
+    messages: list[str] = field(default_factory=list)
+
+    def add(self, ix: np.ndarray, cols: np.ndarray, message: str) -> None:
+        if message not in self.messages:
+            self.messages.append(message)
+        self.code[np.ix_(ix, cols)] = self.messages.index(message)
 
 
 def _latencies(client: Client, distinct: pd.DataFrame, gpu_keys: list[str], source: PredictorSource,
                loading: Future | None, dask: DaskConfig, progress: bool, stats: ScoreStats
-               ) -> tuple[np.ndarray, dict[str, list[str]]]:
-    """Per-instance ms, shape (distinct ops, GPUs), from tasks per (family, all-reduce group, chunk of rows);
-    and the error texts of the GPUs whose forecast failed for some rows. ``loading``: the predictors
-    being loaded on the client (in a thread, while the workers build graphs)."""
+               ) -> tuple[np.ndarray, OpErrors]:
+    """Per-instance ms, shape (distinct ops, GPUs), from tasks per (family, all-reduce group, op dtype, chunk
+    of rows); and why ops have none (a task's error on a GPU, a family without a model). ``loading``: the
+    predictors being loaded on the client (in a thread, while the workers build graphs). A GPU without a peak
+    for a chunk's dtype is not asked (its ms stay NaN: those cells carry the unsupported-dtype error); a
+    family the source has no model for is not asked either (its ops stay NaN, the error names the family)."""
     fam = pd.Series(op_family(distinct), index=distinct.index).fillna("-")
-    chunks = [np.asarray(idx)[sl] for idx in distinct.groupby([fam, distinct["degree"]], sort=True).groups.values()
-              for sl in _chunks(len(idx), dask.chunk_rows)]
-    loaded = loading.result() if loading is not None and chunks else None
+    op_dtype = distinct["dtype"].astype(str)
+    op_ms = np.full((len(distinct), len(gpu_keys)), np.nan)
+    errors = OpErrors(np.full(op_ms.shape, -1, dtype=np.int32))
+    todo = []
+    for (family, _, dtype), idx in distinct.groupby([fam, distinct["degree"], op_dtype], sort=True).groups.items():
+        cols = np.array([j for j, g in enumerate(gpu_keys) if _runs_on(g, str(family), str(dtype))], dtype=np.int64)
+        missing = source.missing_error(str(family))
+        for sl in _chunks(len(idx), dask.chunk_rows):
+            ix = np.asarray(idx)[sl]
+            if missing is not None:
+                errors.add(ix, cols, missing)
+            elif len(cols):
+                todo.append((ix, cols))
+    loaded = loading.result() if loading is not None and todo else None
     # one copy on every worker, deserialised once there; replicas survive a worker that dies
     shipped = client.scatter(loaded, broadcast=True, hash=False) if loaded is not None else None
-    futures = [client.submit(latency_chunk, source, distinct.loc[ix], gpu_keys, int(distinct.at[ix[0], "degree"]),
-                             shipped, retries=dask.retries, pure=False) for ix in chunks]
+    futures = [client.submit(latency_chunk, source, distinct.loc[ix], [gpu_keys[j] for j in cols],
+                             int(distinct.at[ix[0], "degree"]), shipped, retries=dask.retries, pure=False)
+               for ix, cols in todo]
     stats.tasks += len(futures)
-    op_ms = np.full((len(distinct), len(gpu_keys)), np.nan)
-    errors: dict[str, list[str]] = {}
-    for ix, (ms, errs) in zip(chunks, _gather(client, futures, progress, "ops"), strict=True):
-        op_ms[ix] = ms
+    for (ix, cols), (ms, errs) in zip(todo, _gather(client, futures, progress, "ops"), strict=True):
+        op_ms[np.ix_(ix, cols)] = ms
         for gpu, msg in errs.items():
-            if msg not in errors.setdefault(gpu, []):
-                errors[gpu].append(msg)
+            errors.add(ix, np.array([gpu_keys.index(gpu)]), msg)
     return op_ms, errors
 
 
-def _with_errors(out: pd.DataFrame, errors: dict[str, list[str]]) -> pd.DataFrame:
-    """``error`` per cell: its graph's, else its GPU's forecast failure for ops it needs, else a bad step time;
-    a failed cell's latencies are emptied."""
+def _forecast_errors(rows: pd.DataFrame, errors: OpErrors, gpu_keys: list[str]) -> pd.DataFrame:
+    """``graph_id``, ``gpu``, ``forecast_error``: the reasons the ops of a graph lack a latency on a GPU (the
+    messages of exactly the ops that graph uses, in first-seen order)."""
+    out = []
+    op_id, graph_id = rows["op_id"].to_numpy(), rows["graph_id"].to_numpy()
+    for j, gpu in enumerate(gpu_keys):
+        codes = errors.code[op_id, j]
+        hit = codes >= 0
+        if not hit.any():
+            continue
+        pairs = pd.DataFrame({"graph_id": graph_id[hit], "code": codes[hit]}).drop_duplicates()
+        text = pairs.sort_values("code").groupby("graph_id")["code"].agg(
+            lambda c: "forecast failed: " + "; ".join(errors.messages[i] for i in c))
+        out.append(text.rename("forecast_error").reset_index().assign(gpu=gpu))
+    if not out:
+        return pd.DataFrame({"graph_id": pd.Series(dtype=np.int64), "gpu": pd.Series(dtype=object),
+                             "forecast_error": pd.Series(dtype=object)})
+    return pd.concat(out, ignore_index=True)
+
+
+def _with_errors(out: pd.DataFrame, unsupported: dict[tuple[str, str], str]) -> pd.DataFrame:
+    """``error`` per cell: its (GPU, dtype) pair's when the GPU has no peak for the dtype, else its graph's, else
+    why ops it needs have no forecast on its GPU (``forecast_error``), else a bad step time; a failed cell's
+    latencies are emptied."""
     error = out["graph_error"].astype(object).where(out["graph_error"].notna(), None)
+    if unsupported:
+        pair = pd.Series(list(zip(out["gpu"], out["dtype"], strict=True)), index=out.index, dtype=object)
+        pair_err = pair.map(unsupported)
+        error = pair_err.where(pair_err.notna(), error)
     nan_ops = out["nan_ops"].fillna(0).to_numpy() > 0
-    pred_err = out["gpu"].map({g: "forecast failed: " + "; ".join(m) for g, m in errors.items()}).astype(object)
+    pred_err = out["forecast_error"].astype(object)
     error = np.where(pd.isna(error) & nan_ops, pred_err.where(pred_err.notna(), "forecast failed for some ops"),
                      error)
     e2e = out["e2e_ms"].to_numpy(dtype=float)
@@ -207,6 +285,9 @@ def score_cells(cells: pd.DataFrame, client: Client, source: PredictorSource, pr
     pricing.require(gpu_keys)
     stats.gpus = len(gpu_keys)
     cells = cells.reset_index(drop=True)
+    if "dtype" not in cells:  # cells listed before the dtype axis: fp32, as they then were
+        cells = cells.assign(dtype="fp32")
+    unsupported = unsupported_pairs(cells)
     graphs = cells[list(GRAPH_KEYS)].drop_duplicates().reset_index(drop=True)
     graphs.insert(0, "graph_id", np.arange(len(graphs), dtype=np.int64))
     cells = cells.merge(graphs, on=list(GRAPH_KEYS), how="left", validate="many_to_one")
@@ -247,9 +328,17 @@ def score_cells(cells: pd.DataFrame, client: Client, source: PredictorSource, pr
     summary = summarise_cells(dd.rows, op_ms, ok_info, gpu_keys) if len(ok_info) else pd.DataFrame(
         columns=["graph_id", "gpu", *LATENCY, "nan_ops"])
     out = _with_errors(cells.merge(info[["graph_id", "mem_required_bytes", "graph_error", "mem_error"]],
-                                   on="graph_id", how="left").merge(summary, on=["graph_id", "gpu"], how="left"),
-                       errors)
+                                   on="graph_id", how="left").merge(summary, on=["graph_id", "gpu"], how="left")
+                       .merge(_forecast_errors(dd.rows, errors, gpu_keys), on=["graph_id", "gpu"], how="left"),
+                       unsupported)
     failed = out["error"].notna().to_numpy()
+    if unsupported:
+        hit = pd.Series(list(zip(out["gpu"], out["dtype"], strict=True)), dtype=object).isin(list(unsupported))
+        stats.unsupported_cells = int(hit.sum())
+        note = (f"{stats.unsupported_cells} cells of (GPU, dtype) pairs without a peak carry an error: "
+                + ", ".join(f"{g}/{d}" for g, d in sorted(unsupported)))
+        stats.notes.append(note)
+        log.warning(note)
     out = derive(out, pricing, fit)
     out["predictor"] = source.label
     out["versions"] = source.versions_json()
@@ -261,7 +350,7 @@ def score_cells(cells: pd.DataFrame, client: Client, source: PredictorSource, pr
         stats.notes.append(note)
         log.warning(note)
     stats.timings_s["aggregate"] = time.perf_counter() - t2
-    return out.drop(columns=["graph_id", "graph_error", "mem_error", "nan_ops"]), stats
+    return out.drop(columns=["graph_id", "graph_error", "mem_error", "nan_ops", "forecast_error"]), stats
 
 
 __all__ = ["CELL_KEYS", "ScoreStats", "score_cells"]

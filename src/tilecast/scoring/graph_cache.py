@@ -1,6 +1,6 @@
 """Built graphs kept between runs: the nightly grid is the same graphs night after night.
 
-A graph is a pure function of its keys (model, batch, seq_len, mode, parallel, fused) and of the
+A graph is a pure function of its keys (model, batch, seq_len, mode, parallel, fused, dtype) and of the
 code and model configs that build it. The cache file is named by a fingerprint of exactly those
 inputs (the source of ``tilecast.graph`` and ``tilecast.specs`` and every tilecast module they import,
 ``forecast/workload.py``, the scorer's graph and memory modules, and ``conf/model/*.yaml``), so any
@@ -8,6 +8,8 @@ change there starts a fresh cache and a stale graph is never used. A graph that 
 (the same code fails the same way), unless the failure depends on the environment (a missing
 module, memory, I/O): that one is retried next run. Files are replaced atomically. The memory
 estimate also depends on the optimizer the fit assumes: it is part of the cache's name (``variant``).
+The layout of the cached columns is versioned (:data:`CACHE_LAYOUT`, part of the name too), and a file
+that lacks a key or op column is rebuilt, never read.
 """
 
 from __future__ import annotations
@@ -23,9 +25,14 @@ import pandas as pd
 import tilecast
 from tilecast.io import write_atomic
 from tilecast.paths import CONF_DIR
+from tilecast.scoring.graphs import FRAME_COLUMNS
 from tilecast.scoring.matrix import GRAPH_KEYS
 
 log = logging.getLogger(__name__)
+
+#: version of the cached columns (2: ``dtype`` is a graph key, op rows carry ``dtype`` and ``hkv``, and the
+#: op rows reference their graph's info row by ``graph_id`` instead of repeating the graph keys)
+CACHE_LAYOUT = 2
 
 #: where graph building starts: the graph and spec packages (followed through their tilecast imports), and
 #: the few modules around them that shape a graph's op rows or memory (taken as they are)
@@ -97,7 +104,7 @@ class GraphCache:
         """``variant``: settings the cached values depend on besides the code (the optimizer of the memory)."""
         self.directory = Path(directory)
         base = fingerprint or code_fingerprint()
-        self.fingerprint = hashlib.sha256(f"{base}|{variant}".encode()).hexdigest()[:16] if variant else base
+        self.fingerprint = hashlib.sha256(f"{base}|layout={CACHE_LAYOUT}|{variant}".encode()).hexdigest()[:16]
 
     @property
     def rows_path(self) -> Path:
@@ -108,20 +115,28 @@ class GraphCache:
         return self.directory / f"graphs-{self.fingerprint}-info.parquet"
 
     def load(self) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-        """(op rows, info), both keyed by the graph key columns instead of ``graph_id``; None when empty."""
+        """(op rows, info) as saved: info holds the graph keys, both hold the ``graph_id`` of the run that saved
+        them (the op rows' ``dtype`` is the op's, the info's the workload's); None when empty or another layout."""
         if not (self.rows_path.exists() and self.info_path.exists()):
             return None
         try:
-            return pd.read_parquet(self.rows_path), pd.read_parquet(self.info_path)
+            rows, info = pd.read_parquet(self.rows_path), pd.read_parquet(self.info_path)
         except Exception as exc:  # noqa: BLE001 - a damaged cache is rebuilt, never trusted
             log.warning("graph cache %s unreadable (%s): rebuilding", self.rows_path, exc)
             return None
+        missing = sorted(({"graph_id", *FRAME_COLUMNS} - set(rows.columns))
+                         | ({"graph_id", *GRAPH_KEYS} - set(info.columns)))
+        if missing:
+            log.warning("graph cache %s lacks columns %s (another layout): rebuilding", self.rows_path, missing)
+            return None
+        return rows, info
 
     def save(self, rows: pd.DataFrame, info: pd.DataFrame) -> None:
         """Replace the cache with these graphs (not those that failed for a transient reason); caches of
-        other code or settings untouched for a week are removed."""
+        other code or settings untouched for a week are removed. ``rows``: op rows with ``graph_id``;
+        ``info``: one row per graph with ``graph_id`` and the graph keys."""
         keep = info.loc[~_transient(info["graph_error"]) & ~_transient(info["mem_error"])]
-        rows = rows.loc[rows.set_index(list(GRAPH_KEYS)).index.isin(keep.set_index(list(GRAPH_KEYS)).index)]
+        rows = rows.loc[rows["graph_id"].isin(keep["graph_id"])]
         self.directory.mkdir(parents=True, exist_ok=True)
         write_atomic(self.rows_path, lambda t: rows.to_parquet(t, index=False))
         write_atomic(self.info_path, lambda t: keep.to_parquet(t, index=False))

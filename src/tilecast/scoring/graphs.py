@@ -1,9 +1,9 @@
 """Build the distinct graphs of a grid and deduplicate their ops across every cell.
 
-A graph depends on the workload (model, batch, seq_len, mode, parallel, fused), never on the GPU,
+A graph depends on the workload (model, batch, seq_len, mode, parallel, fused, dtype), never on the GPU,
 so each one is built once per run (:func:`build_graphs`, run on Dask workers in chunks). The op
 rows of all graphs are then reduced to the distinct ops (:func:`dedupe_ops`): the same shape in
-another layer, phase, graph or cell is forecast once.
+another layer, phase, graph or cell is forecast once; the same shape in another dtype is another op.
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ import pandas as pd
 from tilecast.forecast.ops import COMM_KINDS
 from tilecast.graph.ops import OpGraph
 from tilecast.graph.parallel import build_parallel_graph
-from tilecast.scoring.matrix import NO_PARALLEL
+from tilecast.scoring.matrix import DEFAULT_DTYPE, NO_PARALLEL
 from tilecast.scoring.memory import memory_required_bytes
 
 #: op-frame columns the scorer keeps (``name`` and totals are dropped: not needed, and large)
-FRAME_COLUMNS = ("phase", "kind", "op", "b", "m", "n", "k", "h", "count", "flops", "bytes", "mem_per_o",
-                 "ops_per_o", "section")
+FRAME_COLUMNS = ("phase", "kind", "op", "dtype", "b", "m", "n", "k", "h", "hkv", "count", "flops", "bytes",
+                 "mem_per_o", "ops_per_o", "section")
 #: what an op's per-instance latency depends on (plus the all-reduce group size for communication)
-OP_KEY = ("kind", "op", "b", "m", "n", "k", "h", "flops", "bytes", "mem_per_o", "ops_per_o", "degree")
+OP_KEY = ("kind", "op", "dtype", "b", "m", "n", "k", "h", "hkv", "flops", "bytes", "mem_per_o", "ops_per_o",
+          "degree")
 INFO_COLUMNS = ("graph_id", "num_layers", "parallel_kind", "degree", "microbatches", "mem_required_bytes",
                 "graph_error", "mem_error")
 
@@ -32,7 +33,7 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-_INT_COLUMNS = ("b", "m", "n", "k", "h", "count")
+_INT_COLUMNS = ("b", "m", "n", "k", "h", "hkv", "count")
 
 
 def _append_rows(columns: dict[str, list], graph_id: int, graph: OpGraph) -> None:
@@ -42,11 +43,13 @@ def _append_rows(columns: dict[str, list], graph_id: int, graph: OpGraph) -> Non
         columns["phase"].append(o.phase)
         columns["kind"].append(o.kind)
         columns["op"].append(o.op)
+        columns["dtype"].append(o.dtype)
         columns["b"].append(o.b)
         columns["m"].append(o.m)
         columns["n"].append(o.n)
         columns["k"].append(o.k)
         columns["h"].append(o.h)
+        columns["hkv"].append(o.hkv)
         columns["count"].append(o.count)
         columns["flops"].append(o.flops)
         columns["bytes"].append(o.bytes)
@@ -65,19 +68,23 @@ def _rows_frame(columns: dict[str, list]) -> pd.DataFrame:
 def build_graphs(graphs: pd.DataFrame, optimizer: str | None = "adamw") -> tuple[pd.DataFrame, pd.DataFrame]:
     """Op rows (``graph_id`` + :data:`FRAME_COLUMNS`) and one info row per graph (:data:`INFO_COLUMNS`).
 
-    ``graphs`` holds ``graph_id`` and the graph keys; ``optimizer`` is the state training cells hold.
+    ``graphs`` holds ``graph_id`` and the graph keys (:data:`~tilecast.scoring.matrix.GRAPH_KEYS`; without a
+    ``dtype`` column every graph is fp32); ``optimizer`` is the state training cells hold.
     A graph that cannot be built gets its error text in ``graph_error`` (its cells will carry it); the
     others are unaffected. A memory model failure leaves the graph's memory unknown (``mem_error``),
     its latency still stands. Runs on a Dask worker.
     """
     columns: dict[str, list] = {c: [] for c in ("graph_id", *FRAME_COLUMNS)}
     info = []
+    if "dtype" not in graphs:  # graph keys listed before the dtype axis: fp32
+        graphs = graphs.assign(dtype=DEFAULT_DTYPE)
     for g in graphs.itertuples(index=False):
         parallel = None if g.parallel == NO_PARALLEL else g.parallel
         row = {"graph_id": g.graph_id, "num_layers": 1, "parallel_kind": None, "degree": 1, "microbatches": 1,
                "mem_required_bytes": np.nan, "graph_error": None, "mem_error": None}
         try:
-            graph = build_parallel_graph(g.model, int(g.batch), int(g.seq_len), g.mode, parallel, bool(g.fused))
+            graph = build_parallel_graph(g.model, int(g.batch), int(g.seq_len), g.mode, parallel, bool(g.fused),
+                                         dtype=str(g.dtype))
         except Exception as exc:  # noqa: BLE001 - any failure is this cell's error, never the run's
             row["graph_error"] = _error(exc)
             info.append(row)
@@ -89,7 +96,7 @@ def build_graphs(graphs: pd.DataFrame, optimizer: str | None = "adamw") -> tuple
                    parallel_kind=None if not tag else str(tag)[:2])
         try:
             row["mem_required_bytes"] = memory_required_bytes(g.model, int(g.batch), int(g.seq_len), g.mode,
-                                                              parallel, optimizer)
+                                                              parallel, optimizer, dtype=str(g.dtype))
         except Exception as exc:  # noqa: BLE001 - the latency stands; ``fits`` stays unknown
             row["mem_error"] = _error(exc)
         _append_rows(columns, g.graph_id, graph)
@@ -106,7 +113,8 @@ class DistinctOps:
 
 
 def dedupe_ops(rows: pd.DataFrame, degree_of_graph: pd.Series) -> DistinctOps:
-    """Number the distinct ops (:data:`OP_KEY`); the group size only matters for communication ops."""
+    """Number the distinct ops (:data:`OP_KEY`: an op of another dtype is another op); the group size only
+    matters for communication ops."""
     rows = rows.reset_index(drop=True)
     is_comm = rows["kind"].isin(COMM_KINDS).to_numpy()
     degree = rows["graph_id"].map(degree_of_graph).to_numpy(dtype=np.int64)

@@ -1,10 +1,13 @@
 """Config matrix (``conf/matrix/<name>.yaml``) -> validated :class:`Matrix` -> one row per cell.
 
-A matrix lists models, GPUs, batch sizes, sequence lengths, modes, parallel layouts and fused
-options; the cells are their cross product minus the ``exclude`` rules (and, unless
-``respect_max_positions`` is off, sequence lengths longer than a model's context). ``all`` stands
-for the whole catalog. Every name is checked before any work starts: an unknown GPU or model is an
-error listing the closest known ones.
+A matrix lists models, GPUs, batch sizes, sequence lengths, modes, parallel layouts, fused options
+and precisions (``dtypes``, default ``[fp32]``: the NeuSight-compatible path); the cells are their
+cross product minus the ``exclude`` rules (and, unless ``respect_max_positions`` is off, sequence
+lengths longer than a model's context). ``amp_bf16`` is a training recipe: its inference cells are
+dropped from the product like a too-long sequence (no rule needed). ``all`` stands for the whole
+catalog. Every name is checked before any work starts: an unknown GPU, model or dtype is an error
+listing the known ones. A (GPU, dtype) pair the GPU has no peak for is not an expansion error: those
+cells are kept and carry that error when scored (the other cells are unaffected).
 """
 
 from __future__ import annotations
@@ -20,13 +23,17 @@ import pandas as pd
 from tilecast.graph.parallel import ParallelismError, parse_parallel
 from tilecast.specs import UnknownSpecError, all_gpus, all_models, get_gpu, get_model
 from tilecast.specs.workload import MODES
+from tilecast.tiles.dtypes import WORKLOAD_DTYPES
 
 #: the columns that identify a cell, in order; a graph depends on all but ``gpu``
-CELL_KEYS = ("model", "gpu", "batch", "seq_len", "mode", "parallel", "fused")
-GRAPH_KEYS = ("model", "batch", "seq_len", "mode", "parallel", "fused")
+CELL_KEYS = ("model", "gpu", "batch", "seq_len", "mode", "parallel", "fused", "dtype")
+GRAPH_KEYS = ("model", "batch", "seq_len", "mode", "parallel", "fused", "dtype")
 NO_PARALLEL = "none"
+DEFAULT_DTYPE = "fp32"
+#: workload dtypes that only train (their inference cells are dropped from the product)
+TRAINING_ONLY_DTYPES = frozenset({"amp_bf16"})
 _FIELDS = ("name", "description", "models", "gpus", "batch_sizes", "seq_lens", "modes", "parallel", "fused",
-           "exclude", "respect_max_positions")
+           "dtypes", "exclude", "respect_max_positions")
 
 
 class MatrixError(ValueError):
@@ -60,6 +67,7 @@ class Matrix:
     modes: tuple[str, ...]
     parallel: tuple[str, ...] = (NO_PARALLEL,)
     fused: tuple[bool, ...] = (False,)
+    dtypes: tuple[str, ...] = (DEFAULT_DTYPE,)
     exclude: tuple[Mapping[str, tuple], ...] = ()
     respect_max_positions: bool = True
     description: str = ""
@@ -67,7 +75,7 @@ class Matrix:
     @property
     def size_before_exclusions(self) -> int:
         return (len(self.models) * len(self.gpus) * len(self.batch_sizes) * len(self.seq_lens) * len(self.modes)
-                * len(self.parallel) * len(self.fused))
+                * len(self.parallel) * len(self.fused) * len(self.dtypes))
 
 
 def _as_list(name: str, field: str, value: Any) -> list[Any]:
@@ -133,6 +141,15 @@ def _bools(name: str, value: Any) -> tuple[bool, ...]:
     return tuple(dict.fromkeys(items))
 
 
+def _dtypes(name: str, value: Any, field: str = "dtypes") -> tuple[str, ...]:
+    items = _as_list(name, field, value)
+    for v in items:
+        if v not in WORKLOAD_DTYPES:
+            raise MatrixError(f"matrix {name!r}: field {field!r} has invalid value {v!r} (expected one of "
+                              f"{', '.join(WORKLOAD_DTYPES)})")
+    return tuple(dict.fromkeys(items))
+
+
 _VALUE_CHECKS = {
     "model": lambda n, v: _catalog_keys(n, "exclude.model", v, "model"),
     "gpu": lambda n, v: _catalog_keys(n, "exclude.gpu", v, "GPU"),
@@ -141,6 +158,7 @@ _VALUE_CHECKS = {
     "mode": _modes,
     "parallel": _parallel,
     "fused": _bools,
+    "dtype": lambda n, v: _dtypes(n, v, "exclude.dtype"),
 }
 
 
@@ -184,6 +202,7 @@ def load_matrix(config: Mapping[str, Any], name: str | None = None) -> Matrix:
         modes=_modes(name, cfg["modes"]),
         parallel=_parallel(name, cfg.get("parallel", [NO_PARALLEL])),
         fused=_bools(name, cfg.get("fused", [False])),
+        dtypes=_dtypes(name, [DEFAULT_DTYPE] if cfg.get("dtypes") is None else cfg["dtypes"]),
         exclude=_exclusions(name, cfg.get("exclude")),
         respect_max_positions=respect,
     )
@@ -192,7 +211,7 @@ def load_matrix(config: Mapping[str, Any], name: str | None = None) -> Matrix:
 def expand(matrix: Matrix) -> pd.DataFrame:
     """The matrix's cells, one row each (columns :data:`CELL_KEYS` plus ``n_gpus``), in a stable order."""
     axes = (matrix.models, matrix.gpus, matrix.batch_sizes, matrix.seq_lens, matrix.modes, matrix.parallel,
-            matrix.fused)
+            matrix.fused, matrix.dtypes)
     cells = pd.DataFrame(list(itertools.product(*axes)), columns=list(CELL_KEYS))
     keep = np.ones(len(cells), dtype=bool)
     for rule in matrix.exclude:
@@ -200,6 +219,7 @@ def expand(matrix: Matrix) -> pd.DataFrame:
         for key, values in rule.items():
             hit &= cells[key].isin(list(values)).to_numpy()
         keep &= ~hit
+    keep &= ~(cells["dtype"].isin(list(TRAINING_ONLY_DTYPES)) & (cells["mode"] != "training")).to_numpy()
     if matrix.respect_max_positions:
         max_pos = cells["model"].map({k: get_model(k).max_positions for k in matrix.models}).to_numpy()
         keep &= (max_pos == 0) | (cells["seq_len"].to_numpy() <= max_pos)

@@ -1,8 +1,8 @@
 """Memory one GPU of a cell needs: the graph's memory model, split per GPU for parallel layouts.
 
 ``tilecast.graph.memory_footprint`` gives a single GPU's weights, gradients, optimizer state,
-activations and transient buffers for a workload (training holds ``optimizer`` state: AdamW by
-default, None for forward + backward only). Per parallel kind (a registry):
+activations and transient buffers for a workload at its dtype (training holds ``optimizer`` state:
+AdamW by default, None for forward + backward only). Per parallel kind (a registry):
 
 - dp: a full replica running ``batch / p`` samples;
 - tp: weights, gradients, optimizer state and activations split ``p`` ways (Megatron shards the
@@ -20,34 +20,36 @@ from tilecast.graph.parallel import Parallel, local_batch, parse_parallel
 
 
 @functools.lru_cache(maxsize=4096)
-def _footprint(model: str, batch: int, seq_len: int, mode: str, optimizer: str | None):
-    """The graph's memory model, once per process for each workload (fused and parallel variants share it)."""
+def _footprint(model: str, batch: int, seq_len: int, mode: str, optimizer: str | None, dtype: str):
+    """The graph's memory model, once per process for each workload and dtype (fused and parallel variants
+    share it)."""
     from tilecast.graph import memory_footprint
 
-    return memory_footprint(model, batch, seq_len, mode, optimizer=optimizer)
+    return memory_footprint(model, batch, seq_len, mode, dtype=dtype, optimizer=optimizer)
 
 
-def _single(model: str, batch: int, seq_len: int, mode: str, par: Parallel | None, opt: str | None) -> float:
-    return float(_footprint(model, batch, seq_len, mode, opt).total_bytes)
+def _single(model: str, batch: int, seq_len: int, mode: str, par: Parallel | None, opt: str | None,
+            dtype: str) -> float:
+    return float(_footprint(model, batch, seq_len, mode, opt, dtype).total_bytes)
 
 
-def _dp(model: str, batch: int, seq_len: int, mode: str, par: Parallel, opt: str | None) -> float:
-    return float(_footprint(model, local_batch(batch, par), seq_len, mode, opt).total_bytes)
+def _dp(model: str, batch: int, seq_len: int, mode: str, par: Parallel, opt: str | None, dtype: str) -> float:
+    return float(_footprint(model, local_batch(batch, par), seq_len, mode, opt, dtype).total_bytes)
 
 
-def _tp(model: str, batch: int, seq_len: int, mode: str, par: Parallel, opt: str | None) -> float:
-    return float(_footprint(model, batch, seq_len, mode, opt).total_bytes) / par.degree
+def _tp(model: str, batch: int, seq_len: int, mode: str, par: Parallel, opt: str | None, dtype: str) -> float:
+    return float(_footprint(model, batch, seq_len, mode, opt, dtype).total_bytes) / par.degree
 
 
-def _pp(model: str, batch: int, seq_len: int, mode: str, par: Parallel, opt: str | None) -> float:
-    full = _footprint(model, batch, seq_len, mode, opt)
-    micro = _footprint(model, local_batch(batch, par), seq_len, mode, opt)
+def _pp(model: str, batch: int, seq_len: int, mode: str, par: Parallel, opt: str | None, dtype: str) -> float:
+    full = _footprint(model, batch, seq_len, mode, opt, dtype)
+    micro = _footprint(model, local_batch(batch, par), seq_len, mode, opt, dtype)
     state = full.params_bytes + full.grads_bytes + full.optimizer_bytes
     return float((state + full.activations_bytes) / par.degree + micro.transient_bytes)
 
 
-#: parallel kind -> bytes one GPU needs
-PER_GPU: dict[str | None, Callable[[str, int, int, str, Parallel | None, str | None], float]] = {
+#: parallel kind -> bytes one GPU needs (model, batch, seq_len, mode, parallel, optimizer, dtype)
+PER_GPU: dict[str | None, Callable[[str, int, int, str, Parallel | None, str | None, str], float]] = {
     None: _single,
     "dp": _dp,
     "tp": _tp,
@@ -56,8 +58,9 @@ PER_GPU: dict[str | None, Callable[[str, int, int, str, Parallel | None, str | N
 
 
 def memory_required_bytes(model: str, batch: int, seq_len: int, mode: str, parallel: str | None = None,
-                          optimizer: str | None = "adamw") -> float:
-    """Bytes one GPU of the cell needs (fp32, as the data were measured). ``optimizer``: the optimizer
-    state a training run holds (``adamw``), or None (forward + backward only, as the labels were measured)."""
+                          optimizer: str | None = "adamw", dtype: str = "fp32") -> float:
+    """Bytes one GPU of the cell needs at workload ``dtype`` (fp32 by default, as the data were measured).
+    ``optimizer``: the optimizer state a training run holds (``adamw``), or None (forward + backward only,
+    as the labels were measured)."""
     par = parse_parallel(parallel)
-    return PER_GPU[par.kind if par else None](model, batch, seq_len, mode, par, optimizer)
+    return PER_GPU[par.kind if par else None](model, batch, seq_len, mode, par, optimizer, dtype)

@@ -1,7 +1,9 @@
 """The nightly job: make sure a champion exists, score the nightly matrix with it, report, compare, log.
 
-1. Every family needs ``tilecast-<family>@champion``; when some lack one, train those families
-   (``@challenger``) and promote them (:func:`tilecast.registry.promotion.promote`).
+1. Every family the matrix's dtypes need (:func:`tilecast.scoring.predictors.families_for`: the fp32
+   families, plus the tensor-core ones for other dtypes) needs ``tilecast-<family>@champion``; when some
+   lack one, train those families (``@challenger``) and promote them
+   (:func:`tilecast.registry.promotion.promote`).
 2. Score the matrix with the champions (pinned versions), write the report and the comparison with
    the previous run of the same matrix, all into one staging folder that replaces
    ``<output_dir>/<date>/`` atomically: a rerun on the same date never duplicates rows or leaves
@@ -25,6 +27,8 @@ from tilecast.reports.build import ReportSettings
 from tilecast.reports.diff import RunDiff
 from tilecast.reports.fleet import Fleet
 from tilecast.reports.run import write_report_into
+from tilecast.scoring.matrix import load_matrix
+from tilecast.scoring.predictors import families_for
 from tilecast.scoring.run import ScoreRun, ScoreSettings, prepare, quiet_logs, score_into
 from tilecast.scoring.store import RunStore
 from tilecast.tiles.ops import FAMILIES
@@ -63,8 +67,9 @@ def missing_champions(families: tuple[str, ...] = FAMILIES) -> list[str]:
 
 
 def ensure_champion(settings: NightlySettings, config_yaml: str | None = None) -> tuple[str, ...]:
-    """Train and promote the families that have no champion; return them (empty when all have one)."""
-    missing = missing_champions()
+    """Train and promote the families the matrix needs that have no champion; return them (empty when all
+    have one)."""
+    missing = missing_champions(families_for(load_matrix(settings.score.matrix).dtypes))
     if not missing:
         return ()
     from tilecast.registry.promotion import PromotionPolicy, promote

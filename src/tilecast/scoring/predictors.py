@@ -8,6 +8,13 @@ Workers need no access to the MLflow store, and none of them pays for resolving 
 loading pyfunc models (seconds per model). Without a shipped object a worker loads the models
 itself, once, into a module-level cache keyed by the model URIs (:func:`worker_predictor`).
 ``roofline`` needs no registry (tests, or a registry not trained yet).
+
+A run resolves the families its cells' dtypes need (:func:`families_for`): the fp32 families always
+(a missing one stops the run before any work, as before), the tensor-core families (``tc_gemm``,
+``attn_prefill``, ``attn_decode``) only for a matrix with other dtypes. A tensor-core family with no
+registered model does not stop the run: it is listed in :attr:`PredictorSource.missing`, and every
+cell with an op of that family carries an error naming the family and the train command (no silent
+roofline fallback); the other cells are scored.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from tilecast.forecast import op_kernel_rows, op_latency_ms
 from tilecast.forecast.kernels import FamilyPredictor
 from tilecast.forecast.ops import KERNEL_COLUMNS
 from tilecast.specs import GpuSpec, get_gpu
-from tilecast.tiles.ops import FAMILIES
+from tilecast.tiles.dtypes import HALF_DTYPES, TENSOR_DTYPES, op_dtype
+from tilecast.tiles.ops import FAMILIES, FP32_FAMILIES, TENSOR_FAMILIES
 from tilecast.tiles.roofline import roofline_ms
 
 log = logging.getLogger(__name__)
@@ -43,6 +51,7 @@ class PredictorSource:
     resolved: tuple = field(default=(), compare=False)  # registry.models.Resolved per family
     uris: tuple[tuple[str, str], ...] = ()  # (family, models:/<name>/<version>)
     calibrate: bool = True
+    missing: tuple[tuple[str, str], ...] = ()  # (family, why): optional families with no registered model
 
     @property
     def label(self) -> str:
@@ -60,22 +69,53 @@ class PredictorSource:
     def describe(self) -> str:
         if self.kind != "registry":
             return self.kind
-        return ", ".join(r.describe() for r in self.resolved)
+        return ", ".join([*(r.describe() for r in self.resolved),
+                          *(f"{fam}: none registered" for fam, _ in self.missing)])
+
+    def missing_error(self, family: str) -> str | None:
+        """The error text of cells that need ``family`` when it has no registered model, else None."""
+        why = dict(self.missing).get(family)
+        return None if why is None else f"no predictor for family {family!r}: {why}"
+
+
+def families_for(dtypes: Iterable[str]) -> tuple[str, ...]:
+    """Kernel families the cells of these workload dtypes are forecast with: the fp32 families (fp32 GEMMs,
+    and vector ops in every dtype), ``tc_gemm`` for tensor-core GEMMs, the fused-attention families for
+    half precisions."""
+    dtypes = set(dtypes)
+    tensor = any(op_dtype(d, k) in TENSOR_DTYPES for d in dtypes for k in ("linear", "bmm"))
+    half = bool(dtypes & HALF_DTYPES)
+    return (*FP32_FAMILIES, *(("tc_gemm",) if tensor else ()),
+            *(f for f in TENSOR_FAMILIES if f != "tc_gemm" and half))
 
 
 def resolve_source(kind: str = "registry", alias: str = "champion", tracking_uri: str | None = None,
-                   families: Iterable[str] = FAMILIES, calibrate: bool = True) -> PredictorSource:
-    """Pin the predictors of a run (registry: alias -> version per family, with the registry's fallback)."""
+                   families: Iterable[str] = FAMILIES, calibrate: bool = True,
+                   optional: Iterable[str] = TENSOR_FAMILIES) -> PredictorSource:
+    """Pin the predictors of a run (registry: alias -> version per family, with the registry's fallback).
+
+    A family in ``optional`` without a registered model is recorded in ``missing`` (its cells will carry
+    the error); any other family without one raises :class:`~tilecast.registry.RegistryError`."""
     if kind not in KINDS:
         raise ValueError(f"unknown predictor {kind!r}; known: {', '.join(KINDS)}")
     if kind == "roofline":
         return PredictorSource("roofline")
-    from tilecast.registry.models import resolve_alias
+    from tilecast.registry.models import RegistryError, resolve_alias
     from tilecast.registry.tracking import configure
 
     uri = configure(tracking_uri)
-    resolved = tuple(resolve_alias(fam, alias) for fam in dict.fromkeys(families))
-    return PredictorSource("registry", alias, uri, resolved, tuple((r.family, r.uri) for r in resolved), calibrate)
+    optional = set(optional)
+    resolved, missing = [], []
+    for fam in dict.fromkeys(families):
+        try:
+            resolved.append(resolve_alias(fam, alias))
+        except RegistryError as exc:
+            if fam not in optional:
+                raise
+            missing.append((fam, str(exc)))
+            log.warning("no predictor for %s: its cells will carry the error (%s)", fam, exc)
+    return PredictorSource("registry", alias, uri, tuple(resolved), tuple((r.family, r.uri) for r in resolved),
+                           calibrate, tuple(missing))
 
 
 def _roofline(family: str, rows: pd.DataFrame, gpu) -> np.ndarray:
@@ -103,6 +143,11 @@ def worker_predictor(source: PredictorSource) -> FamilyPredictor:
     return _CACHE[key]
 
 
+#: what a kernel prediction depends on besides the GPU: the shape and its dtype (a bf16 and an fp8 GEMM of
+#: one shape are both ``tc_gemm`` rows)
+_SHAPE_KEYS = (*KERNEL_COLUMNS, "dtype")
+
+
 class StackedPredictor:
     """A FamilyPredictor that predicts each family once for every GPU of a chunk (one stacked call, rows
     tagged with their ``Device``), then answers the per-GPU calls of ``op_latency_ms`` from that table.
@@ -117,7 +162,7 @@ class StackedPredictor:
         self.tables: dict[str, pd.DataFrame] = {}
         rows = op_kernel_rows(ops)
         for fam, part in rows.groupby("family", sort=True):
-            shapes = part[list(KERNEL_COLUMNS)].drop_duplicates()
+            shapes = part[list(_SHAPE_KEYS)].drop_duplicates()
             stacked = pd.concat([shapes.assign(Device=g.device_name) for g in gpus], ignore_index=True)
             try:
                 pred = np.asarray(predict(str(fam), stacked, None), dtype=float)
@@ -131,7 +176,9 @@ class StackedPredictor:
         table = self.tables.get(family)
         if table is None or gpu is None:
             return self.predict(family, rows, gpu)
-        keys = [*KERNEL_COLUMNS, "Device"]
+        keys = [*_SHAPE_KEYS, "Device"]
+        if "dtype" not in rows:  # a caller's fp32 rows
+            rows = rows.assign(dtype="fp32")
         got = rows[keys].merge(table.loc[table["Device"] == gpu.device_name, [*keys, "pred_ms"]], on=keys,
                                how="left")["pred_ms"].to_numpy(dtype=float)
         if len(got) != len(rows) or np.isnan(got).any():
@@ -154,6 +201,12 @@ _PROBE_ROWS = {
     "elementwise": {"OPName": "add", "B": 2048, "M": 0, "N": 0, "K": 0, "H": 1024},
     "softmax": {"OPName": "softmax", "B": 8192, "M": 0, "N": 0, "K": 0, "H": 512},
     "layernorm": {"OPName": "ln", "B": 2048, "M": 0, "N": 0, "K": 0, "H": 1024},
+    "tc_gemm": {"OPName": "linear", "B": 1, "M": 2048, "N": 1024, "K": 4096, "H": 0, "dtype": "bf16"},
+    "attn_prefill": {"OPName": "attn_prefill", "B": 4, "M": 512, "N": 512, "K": 64, "H": 16, "Hkv": 16,
+                     "dtype": "bf16"},
+    "attn_decode": {"OPName": "attn_decode", "B": 8, "M": 1, "N": 1024, "K": 128, "H": 32, "Hkv": 8,
+                    "dtype": "bf16"},
+    "vec_half": {"OPName": "rmsnorm", "B": 2048, "M": 0, "N": 0, "K": 0, "H": 4096, "dtype": "bf16"},
 }
 
 

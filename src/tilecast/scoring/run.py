@@ -27,9 +27,9 @@ from tilecast.scoring.engine import ScoreStats, score_cells
 from tilecast.scoring.graph_cache import GraphCache
 from tilecast.scoring.matrix import Matrix, expand, load_matrix
 from tilecast.scoring.metrics import FitPolicy
-from tilecast.scoring.predictors import PredictorSource, resolve_source
+from tilecast.scoring.predictors import PredictorSource, families_for, resolve_source
 from tilecast.scoring.pricing import Pricing, load_pricing
-from tilecast.scoring.schema import conform
+from tilecast.scoring.schema import conform, read_scores
 from tilecast.scoring.store import RunStore, run_date
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ class ScoreSettings:
     progress: bool | None = None  # None: a bar on a terminal, none under CI
     graph_cache: bool = True  # keep built graphs between runs (<cache_dir>, keyed by a code fingerprint)
     cache_dir: Path | None = None  # None: <output_dir>/.cache
+    calibrate: bool = True  # apply each GPU's stored calibration (jobs/calibrate.py) where there is one
 
     @property
     def cache(self) -> GraphCache | None:
@@ -111,7 +112,8 @@ def prepare(settings: ScoreSettings) -> Prepared:
     pricing = load_pricing(settings.pricing)
     pricing.require(matrix.gpus)
     cells = expand(matrix)
-    source = resolve_source(settings.predictor, settings.alias, settings.tracking_uri)
+    source = resolve_source(settings.predictor, settings.alias, settings.tracking_uri,
+                            families_for(matrix.dtypes), calibrate=settings.calibrate)
     return Prepared(matrix, cells, pricing, source, run_date(settings.date))
 
 
@@ -131,7 +133,8 @@ def score_into(prep: Prepared, settings: ScoreSettings, directory: Path) -> Scor
     stats.timings_s["total"] = time.perf_counter() - t0
     meta = {
         "date": prep.date, "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "matrix": prep.matrix.name, "predictor": prep.source.label, "predictor_detail": prep.source.describe(),
+        "matrix": prep.matrix.name, "dtypes": list(prep.matrix.dtypes), "predictor": prep.source.label,
+        "predictor_detail": prep.source.describe(),
         "versions": prep.source.versions, "tracking_uri": prep.source.tracking_uri, "pricing": prep.pricing.name,
         "fit": asdict(settings.fit), "graph_cache": str(settings.cache.rows_path) if settings.cache else None,
         "dask": {"address": settings.dask.address} if settings.dask.address else
@@ -156,8 +159,8 @@ def run_score(settings: ScoreSettings) -> ScoreRun:
 
 
 def read_run(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """A run directory's score table and ``run.json``."""
-    table = pd.read_parquet(path / SCORES)
+    """A run directory's score table (a table scored before the dtype axis reads as fp32) and ``run.json``."""
+    table = read_scores(path / SCORES)
     meta = json.loads((path / RUN_JSON).read_text()) if (path / RUN_JSON).exists() else {}
     return table, meta
 
@@ -173,4 +176,5 @@ def settings_from_config(cfg: Mapping[str, Any]) -> ScoreSettings:
         tracking_uri=(cfg.get("mlflow") or {}).get("tracking_uri"),
         output_dir=resolve(cfg.get("output_dir") or "reports"), date=cfg.get("date"),
         fit=FitPolicy(**fit), progress=cfg.get("progress"), graph_cache=bool(cfg.get("graph_cache", True)),
-        cache_dir=resolve(cfg["cache_dir"]) if cfg.get("cache_dir") else None)
+        cache_dir=resolve(cfg["cache_dir"]) if cfg.get("cache_dir") else None,
+        calibrate=bool(cfg.get("calibrate", True)))

@@ -1,8 +1,9 @@
 """The score table: one row per cell, fixed columns and types (``scores.parquet``).
 
-Keys first, then latency (end to end, per phase, per op family), throughput, memory and fit, cost,
-what produced the numbers, and ``error`` (null unless the cell could not be forecast; its other
-numbers are then null too).
+Keys first (``dtype`` the last of them: the workload's precision), then latency (end to end, per phase,
+per op family: the fp32 families, then the tensor-core ones), throughput, memory and fit, cost, what
+produced the numbers, and ``error`` (null unless the cell could not be forecast; its other numbers are
+then null too). Tables written before the dtype axis read back as fp32 (:func:`with_defaults`).
 """
 
 from __future__ import annotations
@@ -10,15 +11,19 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 
-from tilecast.scoring.matrix import CELL_KEYS
+from tilecast.forecast.summary import GROUPS
+from tilecast.scoring.matrix import CELL_KEYS, DEFAULT_DTYPE
 
-#: op families (and ``mem``/``comm``) with an ``ms_<family>`` column, as ``forecast.summarise`` names them
-BREAKDOWN = ("bmm", "linear", "elementwise", "softmax", "layernorm", "mem", "comm", "other")
+#: op families (and ``mem``/``comm``) with an ``ms_<family>`` column, as ``forecast.summarise`` names them (the
+#: tensor-core groups after the original eight, so older columns keep their place)
+BREAKDOWN = ("bmm", "linear", "elementwise", "softmax", "layernorm", "mem", "comm", "other", "tc_gemm",
+             "attn_prefill", "attn_decode", "vec_half")
 LATENCY = ("e2e_ms", "fw_ms", "bw_ms", "acc_ms", *(f"ms_{f}" for f in BREAKDOWN))
 
 SCHEMA = pa.schema([
     ("model", pa.string()), ("gpu", pa.string()), ("batch", pa.int64()), ("seq_len", pa.int64()),
-    ("mode", pa.string()), ("parallel", pa.string()), ("fused", pa.bool_()), ("n_gpus", pa.int64()),
+    ("mode", pa.string()), ("parallel", pa.string()), ("fused", pa.bool_()), ("dtype", pa.string()),
+    ("n_gpus", pa.int64()),
     *((c, pa.float64()) for c in LATENCY),
     ("samples_per_s", pa.float64()), ("tokens_per_s", pa.float64()),
     ("mem_required_gib", pa.float64()), ("gpu_mem_gib", pa.float64()), ("fits", pa.bool_()),
@@ -29,6 +34,7 @@ SCHEMA = pa.schema([
 ])
 COLUMNS = tuple(SCHEMA.names)
 assert COLUMNS[: len(CELL_KEYS)] == CELL_KEYS
+assert set(BREAKDOWN) == set(GROUPS), "every breakdown group of forecast.summary has a column"
 
 
 def conform(df: pd.DataFrame) -> pa.Table:
@@ -39,6 +45,17 @@ def conform(df: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(df[list(COLUMNS)], schema=SCHEMA, preserve_index=False)
 
 
+def with_defaults(df: pd.DataFrame) -> pd.DataFrame:
+    """A score table as this schema reads it: one written before the dtype axis gets ``dtype`` = fp32 (what
+    every cell then was), placed after ``fused``."""
+    if "dtype" in df:
+        return df
+    out = df.copy()
+    at = list(out.columns).index("fused") + 1 if "fused" in out else len(out.columns)
+    out.insert(at, "dtype", DEFAULT_DTYPE)
+    return out
+
+
 def read_scores(path) -> pd.DataFrame:
-    """Read a ``scores.parquet`` back (nullable booleans stay nullable)."""
-    return pd.read_parquet(path)
+    """Read a ``scores.parquet`` back (nullable booleans stay nullable; older tables get ``dtype`` fp32)."""
+    return with_defaults(pd.read_parquet(path))

@@ -1,8 +1,8 @@
 """Device-agnostic feature vectors of kernel rows, one builder per family (pure, vectorised).
 
 Everything a learned predictor reads is either a shape quantity or a ratio of kernel work to the
-GPU's per-SM resources (METHOD.md §2), never a raw spec value: with five training GPUs raw specs
-act as a device identity and trees cannot extrapolate from them (METHOD.md §7). Times are log2 of
+GPU's per-SM resources (docs/method.md §5), never a raw spec value: with five training GPUs raw specs
+act as a device identity and trees cannot extrapolate from them (docs/method.md §5). Times are log2 of
 microseconds, counts log2 of counts.
 """
 
@@ -13,8 +13,10 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from tilecast.tiles.attention import attention_pairs
+from tilecast.tiles.dtypes import bytes_per_element, row_dtypes
 from tilecast.tiles.gemm import gemm_waves
-from tilecast.tiles.ops import BINARY_VEC, UNARY_VEC
+from tilecast.tiles.ops import BINARY_VEC, UNARY_VEC, VECTOR_OPS
 from tilecast.tiles.vector import vector_waves
 
 #: stable integer code of every vector op (the op is a feature of the elementwise family)
@@ -82,11 +84,97 @@ def vector_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame 
     }, index=rows.index)
 
 
+#: output tiles (rows x columns) tensor-core GEMM kernels of the data choose among (CUTLASS / cuBLAS
+#: tensor-op tiles); their wave counts are features, no tile is profiled in the data
+TC_GEMM_TILES = ((128, 128), (128, 256), (64, 128))
+#: query rows per block of FlashAttention-style prefill kernels
+ATTENTION_Q_TILE = 128.0
+
+
+def _tensor_per_sm(spec: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    sm = spec["num_sm"].to_numpy(dtype=float)
+    return (sm, spec["peak_gflops"].to_numpy(dtype=float) * 1e9 / sm,
+            spec["mem_bw_gbs"].to_numpy(dtype=float) * 1e9 / sm, spec["l2_mb"].to_numpy(dtype=float) * _MIB)
+
+
+def _common_tensor(spec: pd.DataFrame, roof_ms: np.ndarray, flops: np.ndarray, nbytes: np.ndarray,
+                   rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    sm, flops_per_sm, bytes_per_sm, l2_bytes = _tensor_per_sm(spec)
+    return {
+        "bytes_per_element": bytes_per_element(row_dtypes(rows)),
+        "log_compute_us": _log2(flops / (flops_per_sm * sm) * _US),
+        "log_memory_us": _log2(nbytes / (bytes_per_sm * sm) * _US),
+        "log_intensity_over_ridge": _log2(flops / nbytes / (flops_per_sm / bytes_per_sm)),
+        "log_bytes_over_l2": _log2(nbytes / l2_bytes),
+        "log_roofline_us": _log2(roof_ms * 1e3),
+    }
+
+
+def tc_gemm_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame | None, roof_ms: np.ndarray,
+                     flops: np.ndarray, nbytes: np.ndarray) -> pd.DataFrame:
+    """Features of tensor-core GEMM rows: shape, dtype, roofline ratios, and waves under each tile of
+    :data:`TC_GEMM_TILES` (output ``M x K`` of ``B`` GEMMs)."""
+    sm = spec["num_sm"].to_numpy(dtype=float)
+    b, m, n, k = (_dim(rows, c) for c in ("B", "M", "N", "K"))
+    out = {"log_b": _log2(b), "log_m": _log2(m), "log_n": _log2(n), "log_k": _log2(k),
+           **_common_tensor(spec, roof_ms, flops, nbytes, rows)}
+    for tm, tk in TC_GEMM_TILES:
+        blocks = b * np.ceil(m / tm) * np.ceil(k / tk)
+        waves = np.ceil(blocks / sm)
+        out[f"log_waves_{tm}x{tk}"] = _log2(waves)
+        out[f"wave_fill_{tm}x{tk}"] = blocks / (sm * waves)
+    return pd.DataFrame(out, index=rows.index)
+
+
+def attention_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame | None, roof_ms: np.ndarray,
+                       flops: np.ndarray, nbytes: np.ndarray) -> pd.DataFrame:
+    """Features of fused-attention rows: shape, GQA group, dtype, roofline ratios and waves (prefill:
+    one block per 128 query rows per head and sequence; decode: one block per KV head and sequence)."""
+    sm = spec["num_sm"].to_numpy(dtype=float)
+    b, m, n, k, h = (_dim(rows, c) for c in ("B", "M", "N", "K", "H"))
+    hkv = np.where(_dim_or(rows, "Hkv", h) > 0, _dim_or(rows, "Hkv", h), h)
+    decode = rows["OPName"].astype(str).to_numpy() == "attn_decode"
+    blocks = np.where(decode, b * hkv, b * h * np.ceil(m / ATTENTION_Q_TILE))
+    waves = np.ceil(blocks / sm)
+    return pd.DataFrame({
+        "log_b": _log2(b), "log_m": _log2(m), "log_n": _log2(n), "log_k": _log2(k), "log_h": _log2(h),
+        "log_hkv": _log2(hkv), "log_group": _log2(h / hkv), "log_pairs": _log2(attention_pairs(m, n)),
+        "log_waves": _log2(waves), "wave_fill": blocks / (sm * waves), "log_blocks_per_sm": _log2(blocks / sm),
+        **_common_tensor(spec, roof_ms, flops, nbytes, rows),
+    }, index=rows.index)
+
+
+#: op codes of the ``vec_half`` family (its own table: the fp32 families' codes stay as registered)
+HALF_OP_CODES: dict[str, int] = {op: i for i, op in enumerate(sorted(VECTOR_OPS))}
+
+
+def vec_half_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame | None, roof_ms: np.ndarray,
+                      flops: np.ndarray, nbytes: np.ndarray) -> pd.DataFrame:
+    """Features of half-precision vector rows: shape, op, bytes per output, waves and roofline ratios."""
+    sm, _, bytes_per_sm, l2_bytes = _tensor_per_sm(spec)
+    w = vector_waves(rows, sm)
+    b, h = _dim(rows, "B"), _dim(rows, "H")
+    numel = b * h
+    return pd.DataFrame({
+        "log_b": _log2(b), "log_h": _log2(h), "log_numel": _log2(numel),
+        "op_code": rows["OPName"].astype(str).map(HALF_OP_CODES).fillna(-1).to_numpy(dtype=float),
+        "bytes_per_output": nbytes / numel, "log_waves": _log2(w["waves"]), "wave_fill": w["wave_fill"].to_numpy(),
+        "log_blocks_per_sm": _log2(w["blocks"] / sm), "log_memory_us": _log2(nbytes / (bytes_per_sm * sm) * _US),
+        "log_bytes_over_l2": _log2(nbytes / l2_bytes), "log_roofline_us": _log2(roof_ms * 1e3),
+    }, index=rows.index)
+
+
+def _dim_or(rows: pd.DataFrame, c: str, default: np.ndarray) -> np.ndarray:
+    return _dim(rows, c) if c in rows else np.asarray(default, dtype=float)
+
+
 FeatureBuilder = Callable[..., pd.DataFrame]
 #: feature builder of each family
 FEATURE_BUILDERS: dict[str, FeatureBuilder] = {
     "bmm": gemm_features, "linear": gemm_features,
     "elementwise": vector_features, "softmax": vector_features, "layernorm": vector_features,
+    "tc_gemm": tc_gemm_features, "attn_prefill": attention_features, "attn_decode": attention_features,
+    "vec_half": vec_half_features,
 }
 
 #: features the learned predictors read by default, per family, chosen by leave-one-training-GPU-out
@@ -99,9 +187,18 @@ ROW_VECTOR_DEFAULT = ("log_b", "log_h", "log_numel", "h_mod4", "op_code", "mem_p
                       "log_waves", "log_blocks_per_sm", "wave_fill", "log_bytes_over_l2", "log_roofline_us")
 ELEMENTWISE_DEFAULT = ("log_b", "log_h", "log_numel", "h_mod4", "op_code", "mem_per_output", "ops_per_output",
                        "log_waves", "log_blocks_per_sm", "wave_fill")
+TC_GEMM_DEFAULT = ("log_b", "log_m", "log_n", "log_k", "bytes_per_element", "log_compute_us", "log_memory_us",
+                   "log_intensity_over_ridge", "log_bytes_over_l2", "log_roofline_us",
+                   *(f"{p}_{tm}x{tk}" for tm, tk in TC_GEMM_TILES for p in ("log_waves", "wave_fill")))
+ATTENTION_DEFAULT = ("log_b", "log_m", "log_n", "log_k", "log_h", "log_hkv", "log_group", "log_pairs",
+                     "log_waves", "wave_fill", "log_blocks_per_sm", "bytes_per_element", "log_compute_us",
+                     "log_memory_us", "log_intensity_over_ridge", "log_bytes_over_l2", "log_roofline_us")
 DEFAULT_FEATURES: dict[str, tuple[str, ...]] = {
     "bmm": GEMM_DEFAULT, "linear": GEMM_DEFAULT, "elementwise": ELEMENTWISE_DEFAULT,
     "softmax": ROW_VECTOR_DEFAULT, "layernorm": ROW_VECTOR_DEFAULT,
+    "tc_gemm": TC_GEMM_DEFAULT, "attn_prefill": ATTENTION_DEFAULT, "attn_decode": ATTENTION_DEFAULT,
+    # leave-one-GPU-out over Vidur's two GPUs (benchmarks/precision.md): the small set generalises best
+    "vec_half": ("log_numel", "op_code", "log_memory_us", "log_roofline_us"),
 }
 
 

@@ -13,6 +13,9 @@ def attention(c: Ctx, x: Tensor) -> Tensor:
     qkv = t.linear("attn.c_attn", x, T, H, 3 * H)
     t.hold(qkv)  # use_cache: the returned key / value are views of the fused QKV output
     q, k, v = (t.mem(f"attn.split.{p}", [Tensor(qkv.node, 1)], T * H, alias=True) for p in "qkv")
+    if c.fused_attention:  # SDPA / FlashAttention: no score matrix, causal mask implied
+        ctx = t.attention("attn.sdpa", q, k, v, c.batch, S, S + c.cached, nh, nh, hd)
+        return dropout(c, "attn.resid_dropout", t.linear("attn.c_proj", ctx, T, H, H))
     scores = t.matmul("attn.scores", q, k, c.batch * nh, S, hd, S)
     scores = t.vec("attn.scale", "div", [scores, t.ext(1)], c.batch * nh * S, S)  # / torch.full(sqrt(d))
     causal = t.mem("attn.bias_slice", [t.ext(s.max_positions ** 2), t.ext(1), t.ext(1)], S * S, alias=True)
@@ -39,7 +42,7 @@ def build(c: Ctx) -> None:
     T, H = c.tokens, s.hidden_size
     t.at("prologue")
     x = t.embedding("wte", t.ext(T), s.vocab_size, H)
-    t.free_params(s.max_positions * H)  # wpe lookup: free (METHOD.md §1)
+    t.free_params(s.max_positions * H)  # wpe lookup: free (docs/method.md §2)
     x = t.vec("embed.add", "add", [x, t.ext(c.seq * H)], T, H)
     x = dropout(c, "drop", x)
     for i in range(s.num_layers):

@@ -15,6 +15,9 @@ def attention(c: Ctx, x: Tensor, mask: Tensor) -> Tensor:
     v = t.mem("attn.v_contiguous", [t.linear("attn.v_proj", x, T, H, H)], T * H)
     q = t.mem("attn.q_contiguous", [q], T * H)
     t.hold(k, v)  # use_cache: the per-head key / value copies are returned
+    if c.fused_attention:  # SDPA / FlashAttention: no score matrix, causal mask implied
+        ctx = t.attention("attn.sdpa", q, k, v, c.batch, S, S + c.cached, nh, nh, hd)
+        return t.linear("attn.out_proj", ctx, T, H, H)
     scores = t.matmul("attn.scores", q, k, c.batch * nh, S, hd, S)
     scores = t.vec("attn.mask", "add", [scores, mask], c.batch * nh * S, S)
     ctx = softmax_attention(c, "attn", scores, v, nh, S, S, hd)
@@ -37,7 +40,7 @@ def build(c: Ctx) -> None:
     pos = t.vec("positions.mul", "mul", [pos, t.ext(B * S)], B, S)
     pos = t.mem("positions.slice", [pos], B * S)
     t.vec("positions.offset", "addu", [pos], B, S)
-    t.free_params((s.max_positions + 2) * H)  # embed_positions lookup: free (METHOD.md §1)
+    t.free_params((s.max_positions + 2) * H)  # embed_positions lookup: free (docs/method.md §2)
     mask = Tensor(causal.node, B * S * S)  # the (B, 1, S, S) combined mask (free ops) the layers add
     x = t.vec("embed.add", "add", [x, t.ext(T * H)], T, H)
     for i in range(s.num_layers):
