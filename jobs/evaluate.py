@@ -10,9 +10,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from tilecast.cli import user_errors
+from tilecast.cli import user_errors, with_catalog_args
 from tilecast.evaluation.run import EvaluationSettings, evaluate, log_evaluation, report_lines
-from tilecast.io import write_table
+from tilecast.io import read_table, write_table
 from tilecast.paths import resolve
 from tilecast.registry.tracking import configure
 
@@ -23,6 +23,8 @@ log = logging.getLogger("evaluate")
 @user_errors()
 def main(cfg: DictConfig) -> None:
     uri = configure(cfg.mlflow.tracking_uri)
+    if cfg.serving:
+        return serving(cfg, uri)
     settings = EvaluationSettings(labels_dir=cfg.labels_dir, forecaster=cfg.forecaster, alias=cfg.alias,
                                   calibrate=cfg.calibrate, calibration_rows=cfg.calibration_rows, seed=cfg.seed,
                                   perop=cfg.perop, unseen_gpus=tuple(cfg.unseen_gpus),
@@ -37,5 +39,24 @@ def main(cfg: DictConfig) -> None:
           f"MLflow run {run_id} at {uri}")
 
 
+def serving(cfg: DictConfig, uri: str) -> None:
+    """``serving=<csv|parquet>``: forecast every row (GPU from ``system``, model from ``model_path``)."""
+    from tilecast.evaluation.serving import evaluate_serving, log_serving_evaluation, serving_summary
+    from tilecast.registry.forecaster import predictor_source
+
+    rows = read_table(resolve(cfg.serving))
+    predict, versions = predictor_source(str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate))
+    table = evaluate_serving(rows, predict)
+    out = resolve(cfg.output) if cfg.output else Path(HydraConfig.get().runtime.output_dir) / "serving.csv"
+    write_table(table, out)
+    run_id = log_serving_evaluation(table, versions, cfg.mlflow.experiment, OmegaConf.to_yaml(cfg, resolve=True))
+    errors = table["error"].fillna("")
+    for reason, n in errors[errors != ""].value_counts().items():
+        print(f"{n} rows not forecast: {reason}")
+    if "ape_ttft_pct" in table:
+        print(serving_summary(table).to_string(index=False))
+    print(f"{int((errors == '').sum())} of {len(table)} rows forecast -> {out}; MLflow run {run_id} at {uri}")
+
+
 if __name__ == "__main__":
-    main()
+    with_catalog_args(main)()

@@ -1,5 +1,5 @@
 """Forecast one workload: ``python jobs/predict.py model=<key> gpu=<key> batch=<n> seq_len=<n> mode=<mode>
-[parallel=dp4] [fused=true] [alias=champion] [output=<json>]`` (see conf/predict.yaml)."""
+[dtype=bf16] [parallel=dp4] [fused=true] [alias=champion] [output=<json>]`` (see conf/predict.yaml)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,15 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from tilecast.cli import gpu_from_cfg, model_from_cfg, user_errors, with_catalog_args
+from tilecast.forecast.serve import ServeWorkload
 from tilecast.io import write_atomic
 from tilecast.paths import resolve
-from tilecast.registry.forecaster import predict_workload
+from tilecast.registry.forecaster import predict_serve, predict_workload
 from tilecast.registry.tracking import configure
+from tilecast.scoring.matrix import n_gpus_of
+from tilecast.scoring.memory import memory_required_bytes
+from tilecast.scoring.metrics import FitPolicy, one_cell
+from tilecast.scoring.pricing import load_pricing
 from tilecast.specs import all_gpus, all_models
 
 
@@ -20,7 +25,8 @@ from tilecast.specs import all_gpus, all_models
 @user_errors()
 def main(cfg: DictConfig) -> None:
     model, gpu = model_from_cfg(cfg.get("model")), gpu_from_cfg(cfg.get("gpu"))
-    missing = [k for k in ("batch", "seq_len") if OmegaConf.is_missing(cfg, k)]
+    needed = ("isl", "osl") if cfg.mode == "serve" else ("batch", "seq_len")
+    missing = [k for k in needed if OmegaConf.is_missing(cfg, k)]
     if missing:
         raise ValueError(f"{' and '.join(f'{k}=<n>' for k in missing)} required")
     if model is None:
@@ -29,9 +35,47 @@ def main(cfg: DictConfig) -> None:
         raise ValueError(f"gpu=<key|device name> is required; known: {', '.join(sorted(all_gpus()))}")
     if cfg.forecaster == "registry":
         configure(cfg.mlflow.tracking_uri)
+    if cfg.mode == "serve":
+        return serve(cfg, model, gpu)
     fc, record = predict_workload(model, gpu, int(cfg.batch), int(cfg.seq_len), str(cfg.mode), cfg.parallel,
-                                  bool(cfg.fused), str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate))
+                                  bool(cfg.fused), str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
+                                  dtype=str(cfg.dtype))
     print(fc.describe())
+    mem = memory_required_bytes(fc.model, fc.batch, fc.seq_len, fc.mode, fc.parallel, optimizer=cfg.optimizer,
+                                dtype=fc.dtype)
+    economics = one_cell(fc, gpu, load_pricing(cfg.pricing), FitPolicy(optimizer=cfg.optimizer), mem,
+                         n_gpus_of(fc.parallel or "none"))
+    record.update(economics)
+    fit = "fits" if economics["fits"] else "DOES NOT FIT"
+    print(f"  memory per GPU {economics['mem_required_gib']:.2f} GiB of {economics['mem_capacity_gib']:.2f} ({fit})"
+          f"   {economics['tokens_per_s']:.0f} tokens/s on {economics['n_gpus']} GPU(s)")
+    print(f"  cost {economics['cost_per_step_usd']:.6f} USD per step, "
+          f"{economics['cost_per_1m_tokens_usd']:.3f} USD per 1M tokens "
+          f"({economics['usd_per_gpu_hour']:.2f} USD per GPU-hour, conf/pricing)")
+    _finish(cfg, record)
+
+
+def serve(cfg: DictConfig, model, gpu) -> None:
+    """``mode=serve``: TTFT, TPOT, tokens/s, memory and cost of one serving configuration."""
+    sw = ServeWorkload(model, str(cfg.dtype), _int(cfg, "tp"), _int(cfg, "isl"), _int(cfg, "osl"),
+                       _int(cfg, "concurrency"), _int(cfg, "pp"))
+    fc, record = predict_serve(sw, gpu, str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
+                               load_pricing(cfg.pricing))
+    print(fc.describe())
+    print(f"  cost {record['usd_per_1m_output_tokens']:.3f} USD per 1M output tokens "
+          f"({record['usd_per_gpu_hour']:.2f} USD per GPU-hour, conf/pricing)")
+    _finish(cfg, record)
+
+
+def _int(cfg: DictConfig, key: str) -> int:
+    """An integer setting; ``2.7`` or ``"x"`` is refused by name, never truncated."""
+    value = cfg.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{key} must be an integer, got {value!r}")
+    return value
+
+
+def _finish(cfg: DictConfig, record: dict) -> None:
     if record["versions"]:
         print("  models: " + ", ".join(f"{f} v{v}" for f, v in record["versions"].items()))
     for note in record["notes"]:
@@ -42,4 +86,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    with_catalog_args(main)()
+    with_catalog_args(main, what_if=("gpu", "model"))()

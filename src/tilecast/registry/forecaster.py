@@ -220,11 +220,28 @@ def forecast_record(fc, versions: Mapping[str, str], source: str, alias: str,
 
 def predict_workload(model, gpu, batch: int, seq_len: int, mode: str, parallel: str | None = None,
                      fused: bool = False, source: str = "registry", alias: str = "champion",
-                     calibrate: bool = True) -> tuple[Any, dict[str, Any]]:
+                     calibrate: bool = True, dtype: str = "fp32") -> tuple[Any, dict[str, Any]]:
     """Forecast one workload with the chosen predictors: (``Forecast``, JSON-ready record)."""
     predict, versions = predictor_source(source, alias, calibrate)
-    fc = forecast(model, gpu, batch, seq_len, mode, parallel, fused, predict)
+    fc = forecast(model, gpu, batch, seq_len, mode, parallel, fused, predict, dtype=dtype)
     notes = list(getattr(predict, "notes", []))
     used = getattr(predict, "used_calibrations", {})
     notes += [f"calibration {label} applied" for label in used.values()]
     return fc, forecast_record(fc, versions, source, alias, notes)
+
+
+def predict_serve(sw, gpu, source: str = "registry", alias: str = "champion", calibrate: bool = True,
+                  pricing: Any = None) -> tuple[Any, dict[str, Any]]:
+    """Forecast one serve workload (:class:`tilecast.forecast.serve.ServeWorkload`): (``ServeForecast``, JSON
+    record with the cost per 1M output tokens when ``pricing`` prices the GPU)."""
+    from tilecast.forecast.serve import forecast_serve
+
+    predict, versions = predictor_source(source, alias, calibrate)
+    fc = forecast_serve(sw, gpu, predict)
+    record = {**fc.to_dict(), "forecaster": source, "alias": alias if source == "registry" else None,
+              "versions": {f: str(v) for f, v in versions.items()}, "notes": list(getattr(predict, "notes", []))}
+    if pricing is not None:
+        usd_h = pricing.usd_per_gpu_hour(fc.gpu)
+        record["usd_per_gpu_hour"] = usd_h
+        record["usd_per_1m_output_tokens"] = usd_h / 3600.0 / fc.tokens_per_s_per_gpu * 1e6
+    return fc, record

@@ -68,3 +68,18 @@ def derive(cells: pd.DataFrame, pricing: Pricing, policy: FitPolicy) -> pd.DataF
     out["cost_per_step_usd"] = price * out["n_gpus"].to_numpy(dtype=float) * step_s / S_PER_HOUR
     out["cost_per_1m_tokens_usd"] = out["cost_per_step_usd"].to_numpy(dtype=float) / tokens * 1e6
     return out
+
+
+def one_cell(fc, gpu, pricing: Pricing, policy: FitPolicy, mem_required_bytes: float, n_gpus: int) -> dict:
+    """:func:`derive`'s numbers for one forecast (``predict``'s answer): throughput, memory fit and cost.
+    A what-if GPU (``l4+mem_bw_gbs=600``) is priced as its catalog GPU and fits in its own memory."""
+    step_s = fc.e2e_ms / 1e3
+    tokens = fc.batch * fc.seq_len
+    price = pricing.usd_per_gpu_hour(gpu.key.split("+", 1)[0])
+    need_gib = mem_required_bytes / GIB
+    capacity = float(policy.capacity_gib(np.array([gpu.mem_gb]))[0])
+    cost_step = price * n_gpus * step_s / S_PER_HOUR
+    return {"tokens_per_s": tokens / step_s, "samples_per_s": fc.batch / step_s, "mem_required_gib": need_gib,
+            "mem_capacity_gib": capacity, "fits": bool(need_gib <= capacity), "n_gpus": n_gpus,
+            "usd_per_gpu_hour": price, "cost_per_step_usd": cost_step,
+            "cost_per_1m_tokens_usd": cost_step / tokens * 1e6}

@@ -1,0 +1,110 @@
+"""Serving forecasts against measured runs (rows in the schema of AIConfigurator's ``serving.csv``).
+
+Each row names its GPU by ``system`` (``b200_sxm``: catalog aliases), its model by ``model_path`` (a
+Hugging Face id the catalog resolves), ``precision`` (bf16 | fp8), ``tp_size`` / ``pp_size``, ``isl``,
+``osl`` and ``batch_size`` (the concurrency). A row the forecaster cannot answer (a mixture-of-experts
+or unknown model, an unknown GPU, fp4 / int4 precisions, disaggregated serving, pipeline parallelism)
+gets its reason in ``error`` and empty forecasts; every other row is answered. Identical
+configurations are forecast once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from tilecast.forecast.serve import SERVE_DTYPES, ServeWorkload, forecast_serve
+from tilecast.metrics import ape_pct
+from tilecast.specs import SpecError, UnknownSpecError, get_gpu, get_model
+
+SERVE_COLUMNS = ("pred_ttft_ms", "pred_tpot_ms", "fits", "error")
+_KEY = ("model_path", "system", "precision", "tp_size", "pp_size", "isl", "osl", "batch_size", "mode")
+
+
+def _int(value: object, name: str) -> int:
+    number = pd.to_numeric(pd.Series([value]), errors="coerce").iloc[0]
+    if not np.isfinite(number) or number != int(number):
+        raise ValueError(f"{name}={value!r} is not an integer")
+    return int(number)
+
+
+def serve_row_workload(row: pd.Series) -> tuple[ServeWorkload, str]:
+    """The serve workload and GPU key of one measured row (raises with the reason it cannot be forecast)."""
+    if str(row.get("mode", "agg")) != "agg":
+        raise ValueError(f"mode={row.get('mode')!r}: disaggregated serving (separate prefill and decode pools) "
+                         "is not modelled")
+    precision = str(row.get("precision"))
+    if precision not in SERVE_DTYPES:
+        raise ValueError(f"precision={precision!r} is not modelled; serve dtypes: {', '.join(SERVE_DTYPES)}")
+    model = get_model(str(row["model_path"]))
+    gpu = get_gpu(str(row["system"]))
+    pp = _int(row.get("pp_size", 1) if pd.notna(row.get("pp_size", 1)) else 1, "pp_size")
+    sw = ServeWorkload(model, precision, _int(row["tp_size"], "tp_size"), _int(row["isl"], "isl"),
+                       _int(row["osl"], "osl"), _int(row["batch_size"], "batch_size"), pp)
+    return sw, gpu.key
+
+
+def evaluate_serving(rows: pd.DataFrame, predict: Callable | None = None) -> pd.DataFrame:
+    """``rows`` plus ``pred_ttft_ms``, ``pred_tpot_ms``, ``fits``, ``error`` and, where measured, the APEs."""
+    missing = [c for c in ("model_path", "system", "isl", "osl", "batch_size", "tp_size") if c not in rows]
+    if missing:
+        raise ValueError(f"serving rows need columns {', '.join(missing)} (the serving.csv schema)")
+    out = rows.copy()
+    keys = [c for c in _KEY if c in rows]
+    groups = rows.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+    first = pd.Series(np.arange(len(rows))).groupby(groups).first().to_numpy()
+    results = []
+    for i in first:  # one forecast per distinct configuration
+        try:
+            sw, gpu = serve_row_workload(rows.iloc[i])
+            fc = forecast_serve(sw, gpu, predict)
+            results.append((fc.ttft_ms, fc.tpot_ms, fc.memory.fits, ""))
+        except (SpecError, UnknownSpecError, ValueError, KeyError) as exc:
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            results.append((np.nan, np.nan, None, str(message).split("; all known:")[0]))
+    for j, col in enumerate(SERVE_COLUMNS):
+        out[col] = [results[g][j] for g in groups]
+    for measured, pred in (("silicon_ttft_ms", "pred_ttft_ms"), ("silicon_tpot_ms", "pred_tpot_ms")):
+        if measured in out:
+            out[pred.replace("pred_", "ape_").replace("_ms", "_pct")] = ape_pct(
+                out[pred].to_numpy(float), pd.to_numeric(out[measured], errors="coerce").to_numpy(float))
+    return out
+
+
+def serving_summary(table: pd.DataFrame, by: str = "system") -> pd.DataFrame:
+    """MAPE of TTFT and TPOT over the answered rows, per ``by`` (and ``all``)."""
+    ok = table.loc[table["error"].fillna("") == ""]
+    if ok.empty:
+        return pd.DataFrame(columns=[by, "rows", "ttft_mape_pct", "tpot_mape_pct"])
+    parts = [(str(k), g) for k, g in ok.groupby(by)] + [("all", ok)]
+    return pd.DataFrame([{by: k, "rows": len(g), "ttft_mape_pct": float(g["ape_ttft_pct"].mean()),
+                          "tpot_mape_pct": float(g["ape_tpot_pct"].mean())} for k, g in parts])
+
+
+def log_serving_evaluation(table: pd.DataFrame, versions: dict[str, str], experiment: str,
+                           config_yaml: str | None = None) -> str:
+    """One MLflow run: the forecast table, TTFT / TPOT MAPE per system and backend, the versions used."""
+    import mlflow
+
+    from tilecast.registry.lineage import log_lineage
+    from tilecast.registry.tracking import ensure_experiment
+
+    with mlflow.start_run(experiment_id=ensure_experiment(experiment), run_name="evaluate-serving") as run:
+        log_lineage(config_yaml, job="evaluate", kind="serving")
+        mlflow.set_tags({f"tilecast.version.{f}": str(v) for f, v in versions.items()})
+        answered = int((table["error"].fillna("") == "").sum())
+        mlflow.log_params({"rows": len(table), "answered": answered})
+        metrics = {}
+        for col in ("system", "backend"):
+            if col not in table or "ape_ttft_pct" not in table:
+                continue
+            for row in serving_summary(table, col).itertuples(index=False):
+                key = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in str(getattr(row, col)))
+                metrics[f"ttft_mape_pct.{col}.{key}"] = row.ttft_mape_pct
+                metrics[f"tpot_mape_pct.{col}.{key}"] = row.tpot_mape_pct
+        mlflow.log_metrics({k: float(v) for k, v in metrics.items() if np.isfinite(v)})
+        mlflow.log_table(table.astype({c: str for c in table.columns if table[c].dtype == object}),
+                         "evaluation/serving.json")
+        return run.info.run_id
