@@ -26,7 +26,7 @@ from tilecast.registry.forecaster import as_family_predictor
 from tilecast.registry.kernel_forecast import load_registry_predictor
 from tilecast.registry.lineage import log_lineage
 from tilecast.registry.tracking import ensure_experiment
-from tilecast.tiles.ops import FAMILIES
+from tilecast.tiles.ops import FP32_FAMILIES
 
 log = logging.getLogger("tilecast.evaluate")
 
@@ -73,10 +73,10 @@ def load_predictors(forecaster: str, alias: str) -> tuple[dict[str, KernelPredic
     """One predictor per family: ``registry`` (``@alias``, spec only: stored calibrations are not applied)
     or ``roofline``; the versions used and notes for people."""
     if forecaster == "registry":
-        rp = load_registry_predictor(alias, FAMILIES, calibrate=False)
+        rp = load_registry_predictor(alias, FP32_FAMILIES, calibrate=False)  # the labels are fp32
         return {f: lp.predictor for f, lp in rp.loaded.items()}, rp.versions, list(rp.notes)
     if forecaster == "roofline":
-        return {f: PREDICTORS["roofline"].fit(f, None) for f in FAMILIES}, {}, []
+        return {f: PREDICTORS["roofline"].fit(f, None) for f in FP32_FAMILIES}, {}, []
     raise ValueError(f"unknown forecaster {forecaster!r}; known: registry, roofline")
 
 

@@ -47,7 +47,7 @@ from tilecast.registry.lineage import log_lineage
 from tilecast.registry.models import IncompatibleModelError, model_name
 from tilecast.registry.tracking import ensure_experiment
 from tilecast.specs import get_gpu
-from tilecast.tiles.ops import FAMILIES, TENSOR_FAMILIES
+from tilecast.tiles.ops import FAMILIES, FP32_FAMILIES, TENSOR_FAMILIES
 
 log = logging.getLogger("tilecast.promote")
 
@@ -231,17 +231,20 @@ def promote(families: Iterable[str] = FAMILIES, policy: PromotionPolicy | None =
     if missing:
         raise PromotionRefused(f"no @{CHALLENGER} for {', '.join(missing)}: train one with "
                                f"`python jobs/train.py families=[{','.join(missing)}]`")
-    candidate = {f: (challengers[f] if f in families else champions[f] or challengers[f]) for f in FAMILIES}
+    # the end-to-end labels are fp32: the suite needs the fp32 families; a precision-path family takes part
+    # once it has a version (its own gate is its kernel half)
+    present = [f for f in FAMILIES if f in FP32_FAMILIES or f in families or challengers[f] or champions[f]]
+    candidate = {f: (challengers[f] if f in families else champions[f] or challengers[f]) for f in present}
     unset = [f for f, v in candidate.items() if v is None]
     if unset:
-        raise PromotionRefused(f"the end-to-end suite needs every family; {', '.join(unset)} has neither "
+        raise PromotionRefused(f"the end-to-end suite needs every fp32 family; {', '.join(unset)} has neither "
                                f"@{CHAMPION} nor @{CHALLENGER}: `python jobs/train.py families=[{','.join(unset)}]`")
     first = all(v is None for v in champions.values())
-    current = None if first else {f: champions[f] or candidate[f] for f in FAMILIES}
+    current = None if first else {f: champions[f] or candidate[f] for f in present}
     check_loadable(candidate, {f: CHALLENGER if f in families or champions[f] is None else CHAMPION
-                               for f in FAMILIES})
+                               for f in present})
     if current is not None:
-        check_loadable(current, {f: CHAMPION if champions[f] else CHALLENGER for f in FAMILIES})
+        check_loadable(current, {f: CHAMPION if champions[f] else CHALLENGER for f in present})
     labels = labels or shipped_labels()
     frames = build_frames(labels.labels)
     rows = unseen_kernel_rows(families, policy)
