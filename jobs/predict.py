@@ -37,7 +37,7 @@ def main(cfg: DictConfig) -> None:
         configure(cfg.mlflow.tracking_uri)
     if cfg.mode == "serve":
         return serve(cfg, model, gpu)
-    fc, record = predict_workload(model, gpu, int(cfg.batch), int(cfg.seq_len), str(cfg.mode), cfg.parallel,
+    fc, record = predict_workload(model, gpu, _int(cfg, "batch"), _int(cfg, "seq_len"), str(cfg.mode), cfg.parallel,
                                   bool(cfg.fused), str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
                                   dtype=str(cfg.dtype))
     print(fc.describe())

@@ -131,3 +131,10 @@ def test_predict_tells_memory_fit_and_cost(tmp_path):
     assert record["fits"] is False and record["mem_required_gib"] > record["mem_capacity_gib"]
     assert record["n_gpus"] == 8 and record["cost_per_1m_tokens_usd"] > 0
     assert record["cost_per_step_usd"] == pytest.approx(record["usd_per_gpu_hour"] * 8 * record["e2e_ms"] / 3.6e6)
+
+
+def test_predict_refuses_a_fractional_batch_instead_of_truncating_it():
+    proc = subprocess.run([sys.executable, str(ROOT / "jobs" / "predict.py"), "model=gpt2_large", "gpu=l4",
+                           "batch=2.7", "seq_len=128", "forecaster=roofline"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert proc.returncode == 2 and "batch must be an integer, got 2.7" in proc.stderr
