@@ -63,3 +63,20 @@ def test_a_worker_killed_mid_run_still_gives_every_cell(tmp_path, compose_cfg, l
     table = pd.read_parquet(tmp_path / "reports" / "2026-03-02" / "scores.parquet")
     assert len(table) == run.stats.cells == 4 * 3 * 3 * 4  # models x GPUs x batches x (inf, fused, train, dp4)
     assert table["error"].isna().all()
+
+
+def _http_sockets(dask_scheduler) -> list[str]:
+    return [s.getsockname()[0] for s in dask_scheduler.http_server._sockets.values()]
+
+
+def test_the_default_local_cluster_listens_on_loopback_only():
+    """No scheduler, worker or HTTP (dashboard) socket of the default LocalCluster listens beyond 127.0.0.1."""
+    from urllib.parse import urlparse
+
+    from tilecast.scoring.cluster import DaskConfig, dask_client
+
+    with dask_client(DaskConfig(n_workers=1, memory_limit="1GiB")) as client:  # the default: worker processes
+        info = client.scheduler_info()
+        hosts = {urlparse(info["address"]).hostname} | {urlparse(w).hostname for w in info["workers"]}
+        assert hosts == {"127.0.0.1"}
+        assert set(client.run_on_scheduler(_http_sockets)) == {"127.0.0.1"}  # was 0.0.0.0

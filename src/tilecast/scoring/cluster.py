@@ -18,6 +18,10 @@ from distributed import Client, LocalCluster
 log = logging.getLogger(__name__)
 
 
+#: the local cluster listens on this machine only (scheduler, workers and the HTTP endpoint)
+LOOPBACK = "127.0.0.1"
+
+
 @dataclass(frozen=True)
 class DaskConfig:
     """How to get workers, and how to split and retry the work."""
@@ -27,7 +31,7 @@ class DaskConfig:
     threads_per_worker: int = 1
     processes: bool = True
     memory_limit: str | None = "2GiB"
-    dashboard_address: str | None = None  # None: the scheduler's HTTP endpoint on a free port
+    dashboard_address: str | None = None  # None: the scheduler's HTTP endpoint on a free port of 127.0.0.1
     chunk_rows: int = 50_000  # distinct op rows per prediction task
     retries: int = 3  # a task whose worker dies is rerun elsewhere
     connect_timeout_s: float = 30.0
@@ -61,7 +65,8 @@ def dask_client(cfg: DaskConfig) -> Iterator[Client]:
         return
     cluster = LocalCluster(n_workers=cfg.n_workers, threads_per_worker=cfg.threads_per_worker,
                            processes=cfg.processes, memory_limit=cfg.memory_limit if cfg.processes else None,
-                           dashboard_address=cfg.dashboard_address or ":0", silence_logs=logging.ERROR)
+                           host=LOOPBACK, dashboard_address=cfg.dashboard_address or f"{LOOPBACK}:0",
+                           silence_logs=logging.ERROR)
     try:
         client = Client(cluster)
         try:
