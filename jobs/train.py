@@ -22,7 +22,8 @@ log = logging.getLogger("train")
 def main(cfg: DictConfig) -> None:
     spec = TrainSpec(predictor=cfg.predictor.name,
                      params=OmegaConf.to_container(cfg.predictor, resolve=True).get("params") or {},
-                     families=tuple(cfg.families), experiment=cfg.mlflow.experiment, alias=cfg.alias,
+                     families=(cfg.families,) if isinstance(cfg.families, str) else tuple(cfg.families),
+                     experiment=cfg.mlflow.experiment, alias=cfg.alias,
                      val_fraction=cfg.val_fraction, seed=cfg.seed, unseen_gpus=tuple(cfg.unseen_gpus),
                      max_rows=cfg.max_rows)  # a refused spec (alias=champion) stops before the store is touched
     uri = configure(cfg.mlflow.tracking_uri, timeout_s=cfg.mlflow.get("connect_timeout_s"))

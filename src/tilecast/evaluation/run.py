@@ -26,6 +26,7 @@ from tilecast.registry.forecaster import as_family_predictor
 from tilecast.registry.kernel_forecast import load_registry_predictor
 from tilecast.registry.lineage import log_lineage
 from tilecast.registry.tracking import ensure_experiment
+from tilecast.specs import get_gpu
 from tilecast.tiles.ops import FP32_FAMILIES
 
 log = logging.getLogger("tilecast.evaluate")
@@ -81,8 +82,14 @@ def load_predictors(forecaster: str, alias: str) -> tuple[dict[str, KernelPredic
 
 
 def evaluate(settings: EvaluationSettings) -> EvaluationResult:
-    """Forecast every label spec-only and calibrated; summarise; per-op error where node labels exist."""
+    """Forecast every label spec-only and calibrated; summarise; per-op error where node labels exist.
+    A label folder of which no file could be read, or an unknown unseen GPU, is an error naming why."""
+    for key in settings.unseen_gpus:
+        get_gpu(key)  # unknown -> UnknownSpecError listing the catalog
     labels = load_labels(settings.labels_dir)
+    if labels.labels.empty:
+        reasons = "; ".join(skipped_lines(labels.skipped)[:3]) if labels.skipped else "no label files"
+        raise ValueError(f"no label could be read from {labels.source}: {reasons}")
     predictors, versions, notes = load_predictors(settings.forecaster, settings.alias)
     calibrated = calibrated_for(predictors, settings.calibration_rows, settings.seed) if settings.calibrate else None
     table = with_paper(forecast_labels(labels.labels, as_family_predictor(predictors), calibrated))

@@ -22,6 +22,14 @@ def fit_params(predictor: str, family: str, defaults: dict[str, Any], params: di
     unknown = sorted(set(params) - set(defaults))
     if unknown:
         raise ValueError(f"unknown {predictor} parameter {unknown[0]!r}; known: {', '.join(defaults)}")
+    for key, value in params.items():  # a positive numeric default admits only positive numbers of its kind
+        default = defaults[key]
+        if isinstance(default, bool) or not isinstance(default, int | float) or default <= 0:
+            continue
+        kind = int if isinstance(default, int) else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kind) or not value > 0:
+            what = "a positive integer" if kind is int else "a positive number"
+            raise ValueError(f"{predictor} parameter {key}={value!r} must be {what} (default {default!r})")
     p = {**defaults, **params}
     p["features"] = list(p["features"] or default_features(family))
     return p

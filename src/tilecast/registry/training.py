@@ -36,6 +36,10 @@ log = logging.getLogger("tilecast.train")
 PROTECTED_ALIASES = ("champion",)
 
 
+#: the fewest rows a family may be trained on (``max_rows``): fewer leave the validation split empty
+MIN_ROWS = 20
+
+
 @dataclass(frozen=True)
 class TrainSpec:
     """What to train: predictor name and hyper-parameters, families, split and evaluation GPUs."""
@@ -51,6 +55,15 @@ class TrainSpec:
     max_rows: int | None = None  # subsample each family's training rows (quick runs, tests)
 
     def __post_init__(self) -> None:
+        if isinstance(self.families, str) or not self.families:
+            raise ValueError(f"families={self.families!r} must be a non-empty list, e.g. families=[softmax]; "
+                             f"known: {', '.join(FAMILIES)}")
+        unknown = [f for f in self.families if f not in FAMILIES]
+        if unknown:
+            raise ValueError(f"unknown family {unknown[0]!r}; known: {', '.join(FAMILIES)}")
+        if self.max_rows is not None and (not isinstance(self.max_rows, int) or self.max_rows < MIN_ROWS):
+            raise ValueError(f"max_rows={self.max_rows!r} must be an integer >= {MIN_ROWS} (or null: every row), "
+                             "so the validation split holds rows to measure")
         if self.alias in PROTECTED_ALIASES:
             raise ValueError(f"alias={self.alias}: training never sets @{self.alias}; it registers @challenger "
                              f"(the default), and only `python jobs/promote.py families=[{','.join(self.families)}]` "
