@@ -11,7 +11,7 @@ request is replaced at once (the harness of AIConfigurator's ``serving.csv``). P
   ``isl`` to ``isl + osl``) by Simpson's rule on three lengths (exact while a step is quadratic in ``L``);
 - all-reduces of the Megatron split are costed from the GPU's link (:mod:`tilecast.forecast.comm`).
 
-The harness (docs/method.md, "Serving"): one engine runs decode iterations of the whole batch, and the
+The harness (docs/method.md §16): one engine runs decode iterations of the whole batch, and the
 prefill of each replacement request runs between two iterations. During one request's ``osl`` steps the
 other ``concurrency - 1`` requests are each replaced once, so
 

@@ -1,4 +1,4 @@
-"""Work of fused attention (FlashAttention-style; docs/method.md, "Fused attention"), vectorised.
+"""Work of fused attention (FlashAttention-style; docs/method.md §15), vectorised.
 
 Rows: ``B`` sequences, ``M`` new (query) tokens each over ``N`` key/value tokens, ``K`` head dim,
 ``H`` query heads, ``Hkv`` KV heads (GQA; ``Hkv = H`` is plain multi-head attention).

@@ -1,5 +1,5 @@
 """Precisions: the one table of bytes per element, the names the data spells, and which dtype each op
-kind of a workload runs in (docs/method.md, "Precision").
+kind of a workload runs in (docs/method.md §15).
 
 A workload's ``dtype`` is what its GEMMs run in. ``fp32`` is the NeuSight-compatible path (CUDA cores,
 TF32 off, unfused attention); ``tf32`` runs GEMMs on tensor cores at fp32 storage; ``bf16`` / ``fp16``
