@@ -65,7 +65,8 @@ def dask_client(cfg: DaskConfig) -> Iterator[Client]:
         return
     cluster = LocalCluster(n_workers=cfg.n_workers, threads_per_worker=cfg.threads_per_worker,
                            processes=cfg.processes, memory_limit=cfg.memory_limit if cfg.processes else None,
-                           host=LOOPBACK, dashboard_address=cfg.dashboard_address or f"{LOOPBACK}:0",
+                           host=LOOPBACK if cfg.processes else None,  # threads talk in-process
+                           dashboard_address=cfg.dashboard_address or f"{LOOPBACK}:0",
                            silence_logs=logging.ERROR)
     try:
         client = Client(cluster)
