@@ -226,6 +226,20 @@ _TOP_FIELDS = ("key", "family", "source", "config")
 _OPTIONAL_FIELDS = ("aliases",)
 
 
+def config_fields(family: str, cfg: Mapping[str, Any], where: object) -> dict[str, Any]:
+    """The ModelSpec fields a family reads from a Hugging Face config; a missing or bad field is a SpecError
+    naming ``where`` (a file, or a what-if) and ``config.<key>``."""
+    fam = FAMILIES[family]
+    try:
+        fields = _attention(fam, cfg, where)
+        fields.update(fam.read(cfg, fields["hidden_size"]))
+    except _BadConfig as exc:
+        if exc.value is _MISSING:
+            raise SpecError(f"{where}: missing field 'config.{exc.key}' for family {family!r}") from None
+        raise invalid(where, f"config.{exc.key}", exc.value, exc.expected) from None
+    return fields
+
+
 def load_model_file(path: Path) -> ModelSpec:
     """Validate one model YAML file; errors name the file, the field and the value."""
     data = read_yaml(path)
@@ -250,14 +264,7 @@ def load_model_file(path: Path) -> ModelSpec:
     cfg = data["config"]
     if not isinstance(cfg, dict):
         raise invalid(path, "config", cfg, "a mapping (the Hugging Face config)")
-    fam = FAMILIES[family]
-    try:
-        fields = _attention(fam, cfg, path)
-        fields.update(fam.read(cfg, fields["hidden_size"]))
-    except _BadConfig as exc:
-        if exc.value is _MISSING:
-            raise SpecError(f"{path}: missing field 'config.{exc.key}' for family {family!r}") from None
-        raise invalid(path, f"config.{exc.key}", exc.value, exc.expected) from None
+    fields = config_fields(family, cfg, path)
     return ModelSpec(key=data["key"], family=family, source=data["source"], aliases=tuple(aliases),
                      config=MappingProxyType(dict(cfg)), **fields)
 

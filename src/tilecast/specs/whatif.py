@@ -23,7 +23,7 @@ from tilecast.specs.catalog import _holds, _is_float_field, invalid
 from tilecast.specs.errors import SpecError
 from tilecast.specs.gpu import _CHECKS as GPU_CHECKS
 from tilecast.specs.gpu import GpuSpec, get_gpu
-from tilecast.specs.model import _MISSING, FAMILIES, ModelSpec, _attention, _BadConfig
+from tilecast.specs.model import ModelSpec, config_fields
 
 #: GpuSpec fields that name the GPU rather than describe it: pick another GPU instead of changing them
 GPU_IDENTITY = ("key", "device_name", "aliases")
@@ -140,14 +140,7 @@ def model_with_config(spec: ModelSpec, config_overrides: Mapping[str, Any]) -> M
     if not changes:
         return spec
     cfg = {**spec.config, **changes}
-    fam = FAMILIES[spec.family]
-    try:
-        fields = _attention(fam, cfg, where)
-        fields.update(fam.read(cfg, fields["hidden_size"]))
-    except _BadConfig as exc:
-        if exc.value is _MISSING:
-            raise SpecError(f"{where}: missing field 'config.{exc.key}' for family {spec.family!r}") from None
-        raise invalid(where, f"config.{exc.key}", exc.value, exc.expected) from None
+    fields = config_fields(spec.family, cfg, where)
     unread = [k for k in changes if k not in spec.config]
     derived = {k: v for k, v in fields.items() if getattr(spec, k) != v}
     if unread and not derived:
