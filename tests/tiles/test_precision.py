@@ -96,3 +96,15 @@ def test_aiconfigurator_rows_map_to_the_kernel_schema():
     assert flops[1] == pytest.approx(4 * 8 * 32 * 128 * 4096)
     assert nbytes[1] == pytest.approx(2 * 8 * 128 * (32 * 2 + 4096 * 8 * 1))
     assert np.all(roofline_ms(rows) > 0)
+
+
+def test_kernel_forecasts_name_every_bad_dtype_row_and_answer_the_rest():
+    """An unknown dtype in one row must not hide another row's unsupported dtype (it used to, and then the
+    unsupported row crashed the roofline)."""
+    from tilecast.forecast.kernels import forecast_kernels
+
+    rows = pd.DataFrame({"OPName": ["linear"] * 3, "B": [1] * 3, "M": [64] * 3, "N": [64] * 3, "K": [64] * 3,
+                         "dtype": ["fp64", "fp8", "bf16"], "Device": ["NVIDIA A100-SXM4-80GB"] * 3})
+    out = forecast_kernels(rows, lambda fam, r, g: roofline_ms(r, g)).table
+    assert "unknown dtype 'fp64'" in out["error"][0] and "fp8" in out["error"][1] and out["error"][2] == ""
+    assert out["pred_ms"].isna().tolist() == [True, True, False]

@@ -17,7 +17,7 @@ import pandas as pd
 
 from tilecast.forecast.comm import COLLECTIVE_FACTORS, DEFAULT_COMM, CommModel
 from tilecast.specs import GpuSpec, SpecError, UnknownSpecError, get_gpu
-from tilecast.tiles.dtypes import DtypeError, bytes_per_element, row_dtypes
+from tilecast.tiles.dtypes import bytes_per_element, normalise_dtype, row_dtypes
 from tilecast.tiles.ops import ATTENTION_OPS, GEMM_OPS, row_families
 from tilecast.tiles.sources import kernel_rows
 
@@ -50,27 +50,23 @@ def _row_gpus(rows: pd.DataFrame, gpu: GpuSpec | None) -> tuple[pd.Series, dict[
     return names, specs, errors
 
 
-def _dtype_errors(rows: pd.DataFrame, names: pd.Series, specs: dict[str, GpuSpec]) -> pd.Series:
-    """Per row: why its GPU cannot run its GEMM / attention dtype (empty where it can)."""
+def _dtype_errors(rows: pd.DataFrame, names: pd.Series, specs: dict[str, GpuSpec]) -> tuple[pd.Series, pd.Series]:
+    """Per row: why its dtype is unknown or its GPU cannot run its GEMM / attention dtype (empty where it
+    can), and the row's dtype in the project's names (``fp32`` where unknown: such a row is not forecast)."""
     out = pd.Series("", index=rows.index, dtype=object)
-    try:
-        dtypes = pd.Series(row_dtypes(rows), index=rows.index)
-    except DtypeError:
-        raw = rows["dtype"].astype(str)
-        for value in pd.unique(raw):
-            try:
-                row_dtypes(pd.DataFrame({"dtype": [value]}))
-            except DtypeError as exc:
-                out[raw == value] = str(exc)
-        return out
-    tensor = rows["OPName"].astype(str).isin(GEMM_OPS | ATTENTION_OPS)
-    for (name, dtype), idx in rows[tensor].groupby([names[tensor], dtypes[tensor]]).groups.items():
-        if name in specs:
-            try:
+    dtypes = pd.Series("fp32", index=rows.index, dtype=object)
+    raw = (rows["dtype"].astype(object).where(rows["dtype"].notna(), "fp32").astype(str) if "dtype" in rows
+           else pd.Series("fp32", index=rows.index))
+    keys = pd.DataFrame({"gpu": names, "dtype": raw,
+                         "tensor": rows["OPName"].astype(str).isin(GEMM_OPS | ATTENTION_OPS)})
+    for (name, value, tensor), idx in keys.groupby(["gpu", "dtype", "tensor"]).groups.items():
+        try:
+            dtypes[idx] = dtype = normalise_dtype(value)
+            if tensor and name in specs:
                 specs[name].peak_gflops(dtype)
-            except (SpecError, ValueError) as exc:
-                out[idx] = str(exc)
-    return out
+        except (SpecError, ValueError) as exc:  # DtypeError is a ValueError
+            out[idx] = str(exc)
+    return out, dtypes
 
 
 #: dims every row of a family must carry as positive numbers
@@ -99,7 +95,8 @@ def forecast_kernels(frame: pd.DataFrame, predict: FamilyPredictor, gpu: GpuSpec
         raise ValueError("kernel rows need an 'OPName' column (the data's schema)")
     names, specs, gpu_errors = _row_gpus(rows, gpu)
     error = names.map(gpu_errors).fillna("").astype(object)
-    dtype_errors = _dtype_errors(rows, names, specs)
+    dtype_errors, dtypes = _dtype_errors(rows, names, specs)
+    rows = rows.assign(dtype=dtypes)
     error = error.where(error != "", dtype_errors)
     families = row_families(rows)
     error = error.where(error != "", _dim_errors(rows, families))
