@@ -30,7 +30,6 @@ the prefill's activation workspace; :func:`max_concurrency` is the largest batch
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,12 +223,3 @@ def forecast_serve(sw: ServeWorkload, gpu: GpuSpec | str, predict: FamilyPredict
     memory = serve_memory(sw, gpu, usable_fraction, reserve_gib)
     return ServeForecast(sw.model.key, gpu.key, sw.dtype, sw.tp, sw.isl, sw.osl, c, prefill_ms, decode_ms, ttft,
                          tpot, memory, memory.max_concurrency(sw.isl + sw.osl), breakdown)
-
-
-def serve_workload(config: Mapping[str, Any]) -> ServeWorkload:
-    """A :class:`ServeWorkload` from a mapping (``model`` and the fields; ints given as floats are refused)."""
-    known = {"model", "dtype", "tp", "isl", "osl", "concurrency", "pp"}
-    unknown = sorted(set(config) - known)
-    if unknown:
-        raise WorkloadError(f"unknown serve field {unknown[0]!r}; known: {', '.join(sorted(known))}")
-    return ServeWorkload(**dict(config))

@@ -85,9 +85,10 @@ def training_rows(family: str, gpus: Iterable[str] = TRAINING_GPUS) -> pd.DataFr
     """
     _check_family(family)
     if family in TENSOR_FAMILIES:
-        devices = set(device_names(tensor_training_gpus(family) if gpus is TRAINING_GPUS else gpus))
         rows = tensor_rows(family)
-        return rows.loc[rows["Device"].isin(devices).to_numpy()].reset_index(drop=True)
+        if gpus is TRAINING_GPUS:  # every GPU of the family's data
+            return rows
+        return rows.loc[rows["Device"].isin(set(device_names(gpus))).to_numpy()].reset_index(drop=True)
     devices = device_names(gpus)
     unseen = set(device_names(UNSEEN_GPUS)) & set(devices)
     if unseen:
