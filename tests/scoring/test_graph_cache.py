@@ -39,7 +39,7 @@ def test_fingerprint_follows_the_graph_code(tmp_path):
 def test_transient_failures_are_not_kept(tmp_path):
     cache = GraphCache(tmp_path)
     keys = {"model": "m", "batch": 1, "seq_len": 1, "mode": "inference", "parallel": "none", "fused": False,
-            "dtype": "fp32"}
+            "dtype": "fp32", "kv_len": 0, "serving": False}
     ok = {"graph_error": None, "mem_error": None}
     info = pd.DataFrame([{**keys, **ok, "graph_id": 0},
                          {**keys, **ok, "graph_id": 1, "batch": 2, "graph_error": "WorkloadError: bad"},

@@ -5,10 +5,10 @@ import pandas as pd
 import pytest
 
 from tilecast.forecast import op_latency_ms, roofline_predictor
+from tilecast.forecast.ops import op_latency_matrix
 from tilecast.scoring.graphs import build_graphs, dedupe_ops
 from tilecast.scoring.predictors import (
     PredictorSource,
-    StackedPredictor,
     families_for,
     latency_chunk,
     resolve_source,
@@ -28,20 +28,17 @@ def distinct():
     return dedupe_ops(rows, info.set_index("graph_id")["degree"]).distinct
 
 
-def test_stacked_equals_per_gpu_calls(distinct):
+def test_one_stacked_call_per_family_equals_per_gpu_calls(distinct):
     calls = []
 
     def counting(fam, rows, gpu):
         calls.append((fam, gpu))
         return roofline_predictor(fam, rows, gpu)
 
-    stacked = StackedPredictor(counting, distinct, [get_gpu(g) for g in GPUS])
-    assert all(gpu is None for _, gpu in calls) and len(calls) == len(stacked.tables) == 5  # one call per family
-    for g in GPUS:
-        got = op_latency_ms(distinct, get_gpu(g), stacked)
-        want = op_latency_ms(distinct, get_gpu(g), roofline_predictor)
-        np.testing.assert_array_equal(got, want)
-    assert len(calls) == 5  # answered from the table
+    ms, errors = op_latency_matrix(distinct, [get_gpu(g) for g in GPUS], counting)
+    assert errors == {} and all(gpu is None for _, gpu in calls) and len(calls) == 5  # one call per family
+    for j, g in enumerate(GPUS):
+        np.testing.assert_array_equal(ms[:, j], op_latency_ms(distinct, get_gpu(g), roofline_predictor))
 
 
 def test_a_gpu_whose_prediction_fails_is_the_only_one_with_an_error(distinct):
@@ -51,12 +48,13 @@ def test_a_gpu_whose_prediction_fails_is_the_only_one_with_an_error(distinct):
             raise ValueError("no tiles for this GPU")
         return roofline_predictor(fam, rows, gpu)
 
-    stacked = StackedPredictor(picky, distinct, [get_gpu(g) for g in GPUS])
-    assert stacked.tables == {}  # the stacked call failed: every GPU predicts on its own
+    ms, errors = op_latency_matrix(distinct, [get_gpu(g) for g in GPUS], picky)
+    assert list(errors) == ["l4"] and "no tiles" in errors["l4"]  # the stacked call failed: GPU by GPU
+    assert np.isnan(ms[:, 0]).any()
+    for j, g in enumerate(GPUS[1:], start=1):
+        np.testing.assert_array_equal(ms[:, j], op_latency_ms(distinct, get_gpu(g), roofline_predictor))
     with pytest.raises(ValueError, match="no tiles"):
-        op_latency_ms(distinct, get_gpu("l4"), stacked)
-    np.testing.assert_array_equal(op_latency_ms(distinct, get_gpu("mi300x"), stacked),
-                                  op_latency_ms(distinct, get_gpu("mi300x"), roofline_predictor))
+        op_latency_ms(distinct, get_gpu("l4"), picky)
 
 
 def test_latency_chunk_shape_and_source_checks(distinct):
@@ -100,10 +98,10 @@ def test_stacked_predictions_keep_dtypes_apart():
     assert set(gemm["dtype"]) == {"bf16", "fp8"}
     assert gemm.duplicated(["m", "n", "k"]).any()  # the same shapes in both dtypes
     gpus = [get_gpu(g) for g in ("l4", "h100_sxm_80gb")]
-    stacked = StackedPredictor(roofline_predictor, ops, gpus)
-    assert "tc_gemm" in stacked.tables
-    for gpu in gpus:
-        got = op_latency_ms(ops, gpu, stacked)
+    stacked, errors = op_latency_matrix(ops, gpus, roofline_predictor)
+    assert errors == {}
+    for j, gpu in enumerate(gpus):
+        got = stacked[:, j]
         np.testing.assert_array_equal(got, op_latency_ms(ops, gpu, roofline_predictor))
         ms = pd.Series(got[gemm.index], index=gemm.index)
         fp8, bf16 = (ms[gemm["dtype"] == d].to_numpy() for d in ("fp8", "bf16"))

@@ -92,83 +92,131 @@ def _kernel_arrays(op_frame: pd.DataFrame, pos: np.ndarray, fams: np.ndarray) \
     return names, dims, np.asarray(dtypes, dtype=object)
 
 
-def _predict_distinct(names: np.ndarray, dims: np.ndarray, dtypes: np.ndarray, fams: np.ndarray, gpu: GpuSpec,
-                      predict: FamilyPredictor) -> np.ndarray:
-    """Predict every distinct kernel row once, one call per family; ms aligned with the input rows."""
-    if len(names) == 0:
-        return np.empty(0)
+def _distinct_kernels(names: np.ndarray, dims: np.ndarray, dtypes: np.ndarray, fams: np.ndarray
+                      ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """The distinct kernel rows (``OPName``, dims, ``dtype``), each one's family, and the inverse that maps
+    the input rows onto them."""
     op_codes, op_inverse = np.unique(names.astype(str), return_inverse=True)
     dt_codes, dt_inverse = np.unique(dtypes.astype(str), return_inverse=True)
     key = np.column_stack([op_inverse.astype(np.int64), dt_inverse.astype(np.int64), dims])
     distinct, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    pred = np.full(len(distinct), np.nan)
-    dfams = fams[first]
     kernel = pd.DataFrame(distinct[:, 2:], columns=list(KERNEL_COLUMNS[1:]))
     kernel.insert(0, "OPName", op_codes[distinct[:, 0]])
     kernel["dtype"] = dt_codes[distinct[:, 1]]
-    kernel["Device"] = gpu.device_name
+    return kernel, fams[first], inverse.ravel()
+
+
+def _checked(fam: str, got: np.ndarray, n: int, kernel: pd.DataFrame) -> np.ndarray:
+    """``got`` as ``n`` finite non-negative ms, else the error naming the family and the first bad row."""
+    got = np.asarray(got, dtype=float).ravel()
+    if got.shape != (n,):
+        raise ValueError(f"{fam} predictor returned {got.shape[0]} values for {n} rows")
+    bad = ~np.isfinite(got) | (got < 0)
+    if bad.any():
+        raise ValueError(f"{fam} predictor returned a non-finite or negative latency for "
+                         f"{kernel.loc[bad].iloc[0].to_dict()}")
+    return got
+
+
+def _predict_kernels(kernel: pd.DataFrame, dfams: np.ndarray, gpus: list[GpuSpec], predict: FamilyPredictor,
+                     errors: dict[str, str] | None) -> np.ndarray:
+    """ms of every distinct kernel row on every GPU, shape (rows, GPUs): per family one call for all GPUs
+    (rows tagged with their ``Device``; ``gpu=None``), or, with one GPU or when that call fails, one call
+    per GPU, so a failure stays with the GPU that causes it (its column NaN, its message in ``errors``;
+    ``errors=None``: the failure raises)."""
+    pred = np.full((len(kernel), len(gpus)), np.nan)
     for fam in np.unique(dfams.astype(str)):
         mask = dfams == fam
-        got = np.asarray(predict(fam, kernel.loc[mask].reset_index(drop=True), gpu), dtype=float).ravel()
-        if got.shape != (int(mask.sum()),):
-            raise ValueError(f"{fam} predictor returned {got.shape[0]} values for {int(mask.sum())} rows")
-        pred[mask] = got
-    bad = ~np.isfinite(pred) | (pred < 0)
-    if bad.any():
-        raise ValueError(f"{dfams[bad][0]} predictor returned a non-finite or negative latency for "
-                         f"{kernel.loc[bad].iloc[0].to_dict()}")
-    return pred[inverse]
+        part = kernel.loc[mask].reset_index(drop=True)
+        if len(gpus) > 1:
+            stacked = pd.concat([part.assign(Device=g.device_name) for g in gpus], ignore_index=True)
+            try:
+                got = _checked(fam, predict(fam, stacked, None), len(stacked), stacked)
+                pred[mask] = got.reshape(len(gpus), len(part)).T
+                continue
+            except Exception:  # noqa: BLE001 - the per-GPU calls below say which GPU fails
+                pass
+        for j, gpu in enumerate(gpus):
+            if errors is None:
+                pred[mask, j] = _checked(fam, predict(fam, part.assign(Device=gpu.device_name), gpu), len(part),
+                                         part)
+                continue
+            if gpu.key in errors:
+                continue
+            try:
+                pred[mask, j] = _checked(fam, predict(fam, part.assign(Device=gpu.device_name), gpu), len(part),
+                                         part)
+            except Exception as exc:  # noqa: BLE001 - this GPU's ops carry the error, the others stand
+                errors[gpu.key] = f"{type(exc).__name__}: {exc}"
+    return pred
 
 
-def _vec_scale(frame: pd.DataFrame, pos: np.ndarray, gpu: GpuSpec) -> np.ndarray:
+def _vec_scale(frame: pd.DataFrame, pos: np.ndarray, gpus: list[GpuSpec]) -> np.ndarray:
     """Roofline ratio of each vector row's own bytes/flops per output to its plain op's at the same dtype
-    (1 where unset)."""
+    (1 where unset), shape (rows, GPUs)."""
     uniq, inverse = np.unique(frame["op"].to_numpy(dtype=object)[pos].astype(str), return_inverse=True)
     size = (np.array([DTYPE_BYTES[d] for d in frame["dtype"].to_numpy(dtype=object)[pos]], dtype=float) / 4.0
             if "dtype" in frame else 1.0)
-    mem_plain = np.array([mem_per_output(o) for o in uniq], dtype=float)[inverse] * size
-    ops_plain = np.array([ops_per_output(o) for o in uniq], dtype=float)[inverse]
-    mem_own = _col(frame, "mem_per_o")[pos]
-    ops_own = _col(frame, "ops_per_o")[pos]
+    mem_plain = (np.array([mem_per_output(o) for o in uniq], dtype=float)[inverse] * size)[:, None]
+    ops_plain = np.array([ops_per_output(o) for o in uniq], dtype=float)[inverse][:, None]
+    mem_own = _col(frame, "mem_per_o")[pos][:, None]
+    ops_own = _col(frame, "ops_per_o")[pos][:, None]
     mem_own = np.where(mem_own > 0, mem_own, mem_plain)
     ops_own = np.where(ops_own > 0, ops_own, ops_plain)
-    f, bw = gpu.fp32_gflops, gpu.mem_bw_gbs
+    f = np.array([g.fp32_gflops for g in gpus], dtype=float)[None, :]
+    bw = np.array([g.mem_bw_gbs for g in gpus], dtype=float)[None, :]
     return np.maximum(ops_own / f, mem_own / bw) / np.maximum(ops_plain / f, mem_plain / bw)
 
 
-def op_latency_ms(op_frame: pd.DataFrame, gpu: GpuSpec, predict: FamilyPredictor | None = None,
-                  n_gpus: int | None = None, comm: CommModel = DEFAULT_COMM) -> np.ndarray:
-    """Per-instance latency (ms) of every op row on ``gpu``; ``predict`` defaults to the roofline.
+def op_latency_matrix(op_frame: pd.DataFrame, gpus: list[GpuSpec], predict: FamilyPredictor | None = None,
+                      n_gpus: int | np.ndarray | None = None, comm: CommModel = DEFAULT_COMM, strict: bool = False
+                      ) -> tuple[np.ndarray, dict[str, str]]:
+    """Per-instance latency (ms) of every op row on every GPU, shape (rows, GPUs), and the error of each GPU
+    whose kernel predictions failed (its column NaN where a kernel is needed; the other GPUs stand).
 
-    ``n_gpus`` is the all-reduce group size (default: a per-row ``degree`` column, else the frame's
-    ``attrs["degree"]``, else 1).
+    ``predict`` defaults to the roofline; ``n_gpus`` is the all-reduce group size (default: a per-row
+    ``degree`` column, else the frame's ``attrs["degree"]``, else 1); ``strict``: a failed prediction
+    raises instead. What does not depend on the GPU (families, kernel rows, their deduplication) is done
+    once for all of them.
     """
     predict = predict or roofline_predictor
     if n_gpus is None:
         n_gpus = _col(op_frame, "degree") if "degree" in op_frame else int(op_frame.attrs.get("degree", 1) or 1)
-    n = len(op_frame)
-    ms = np.full(n, np.nan)
+    n, n_g = len(op_frame), len(gpus)
+    ms = np.full((n, n_g), np.nan)
+    errors: dict[str, str] = {}
     kind = op_frame["kind"].to_numpy(dtype=object)
     nbytes = _col(op_frame, "bytes")
     fam = op_family(op_frame)
     pos = np.flatnonzero(pd.notna(fam))
     if len(pos):
         names, dims, dtypes = _kernel_arrays(op_frame, pos, fam[pos])
-        pred = _predict_distinct(names, dims, dtypes, fam[pos], gpu, predict)
+        kernel, dfams, inverse = _distinct_kernels(names, dims, dtypes, fam[pos])
+        pred = _predict_kernels(kernel, dfams, gpus, predict, None if strict else errors)[inverse]
         vec = kind[pos] == "vec"
         if vec.any():
-            pred[vec] *= _vec_scale(op_frame, pos[vec], gpu)
+            pred[vec] *= _vec_scale(op_frame, pos[vec], gpus)
         ms[pos] = pred
+    bw = np.array([g.mem_bw_gbs for g in gpus], dtype=float)
     is_mem = kind == "mem"
-    ms[is_mem] = 1e3 * nbytes[is_mem] / (gpu.mem_bw_gbs * GIB)
-    is_ar = kind == "allreduce"
+    ms[is_mem] = 1e3 * nbytes[is_mem, None] / (bw[None, :] * GIB)
+    is_ar, is_sr = kind == "allreduce", kind == "sendrecv"
     group = np.broadcast_to(np.asarray(n_gpus, dtype=float), (n,))
-    ms[is_ar] = comm.allreduce_ms(nbytes[is_ar], gpu, group[is_ar])
-    is_sr = kind == "sendrecv"
-    ms[is_sr] = comm.sendrecv_ms(nbytes[is_sr], gpu)
-    rest = np.isnan(ms)
+    for j, gpu in enumerate(gpus):
+        ms[is_ar, j] = comm.allreduce_ms(nbytes[is_ar], gpu, group[is_ar])
+        ms[is_sr, j] = comm.sendrecv_ms(nbytes[is_sr], gpu)
+    kernel_rows = np.zeros(n, dtype=bool)
+    kernel_rows[pos] = True
+    rest = ~kernel_rows & np.isnan(ms).any(axis=1)
     if rest.any():  # conv, vector ops no family covers: roofline of the row's own flops and bytes
-        flops = _col(op_frame, "flops")[rest]
-        ms[rest] = 1e3 * np.maximum(flops / (gpu.fp32_gflops * 1e9), nbytes[rest] / (gpu.mem_bw_gbs * 1e9))
-    return ms
+        flops = _col(op_frame, "flops")[rest, None]
+        f = np.array([g.fp32_gflops for g in gpus], dtype=float)[None, :]
+        ms[rest] = 1e3 * np.maximum(flops / (f * 1e9), nbytes[rest, None] / (bw[None, :] * 1e9))
+    return ms, errors
+
+
+def op_latency_ms(op_frame: pd.DataFrame, gpu: GpuSpec, predict: FamilyPredictor | None = None,
+                  n_gpus: int | None = None, comm: CommModel = DEFAULT_COMM) -> np.ndarray:
+    """Per-instance latency (ms) of every op row on ``gpu`` (:func:`op_latency_matrix` for one GPU; a
+    failed kernel prediction raises)."""
+    return op_latency_matrix(op_frame, [gpu], predict, n_gpus, comm, strict=True)[0][:, 0]

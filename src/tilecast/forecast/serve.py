@@ -31,6 +31,7 @@ the prefill's activation workspace; :func:`max_concurrency` is the largest batch
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,10 @@ from tilecast.tiles.dtypes import DTYPE_BYTES, compute_dtype
 #: dtypes a serve workload runs in
 SERVE_DTYPES = ("bf16", "fp16", "fp8")
 GIB = float(2**30)
+#: the share of a GPU's memory a serving engine takes (vLLM's ``gpu_memory_utilization`` default) and what it
+#: leaves aside besides (CUDA context, NCCL buffers, allocator slack)
+SERVE_USABLE_FRACTION = 0.9
+SERVE_RESERVE_GIB = 1.0
 
 
 @dataclass(frozen=True)
@@ -115,8 +120,8 @@ class ServeMemory:
 
     def max_concurrency(self, tokens_per_request: int) -> int:
         """The largest number of requests of ``tokens_per_request`` whose KV cache fits beside the rest."""
-        free = self.capacity_bytes - self.weights_bytes - self.workspace_bytes
-        return max(0, int(free // (self.kv_bytes_per_token * tokens_per_request)))
+        return int(fitting_concurrency(self.capacity_bytes, self.weights_bytes, self.workspace_bytes,
+                                       self.kv_bytes_per_token, tokens_per_request))
 
 
 @dataclass(frozen=True)
@@ -140,8 +145,7 @@ class ServeForecast:
 
     @property
     def request_latency_ms(self) -> float:
-        """End-to-end latency of one request: first token, then ``osl - 1`` more."""
-        return self.ttft_ms + (self.osl - 1) * self.tpot_ms
+        return float(request_latency_ms(self.ttft_ms, self.tpot_ms, self.osl))
 
     @property
     def tokens_per_s_per_user(self) -> float:
@@ -149,8 +153,7 @@ class ServeForecast:
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
-        """Output tokens per second per GPU: ``concurrency`` requests, each ``osl`` tokens per request time."""
-        return self.concurrency * self.osl / (self.request_latency_ms / 1e3) / self.tp
+        return float(tokens_per_s_per_gpu(self.ttft_ms, self.tpot_ms, self.concurrency, self.osl, self.tp))
 
     def to_dict(self) -> dict[str, Any]:
         mem = self.memory
@@ -181,19 +184,80 @@ class ServeForecast:
         ])
 
 
-def serve_memory(sw: ServeWorkload, gpu: GpuSpec, usable_fraction: float = 0.9, reserve_gib: float = 1.0) \
+@lru_cache(maxsize=4096)
+def _prefill_footprint(model: str, dtype: str, isl: int) -> tuple[float, float]:
+    """(parameter bytes, transient bytes) of a one-request prefill over ``isl`` tokens."""
+    fp = memory_footprint(get_model(model), 1, isl, "inference", dtype=dtype)
+    return float(fp.params_bytes), float(fp.transient_bytes)
+
+
+def kv_bytes_per_token(spec: ModelSpec, dtype: str, tp: Any) -> Any:
+    """KV-cache bytes per token on one GPU: ``2 x layers x KV heads per GPU x head dim x bytes`` (GQA-aware;
+    KV heads replicated when fewer than the ranks). ``tp`` may be an array."""
+    heads = np.maximum(1, spec.num_kv_heads // np.asarray(tp))
+    return 2.0 * spec.num_layers * heads * spec.head_dim * DTYPE_BYTES[compute_dtype(dtype)]
+
+
+def capacity_bytes(gpu: GpuSpec, usable_fraction: float = SERVE_USABLE_FRACTION,
+                   reserve_gib: float = SERVE_RESERVE_GIB) -> float:
+    """What a serving engine may use of ``gpu``: ``usable_fraction`` of its memory (listed in GiB, as the
+    score table's fit reads it) less ``reserve_gib`` (CUDA context, NCCL buffers, allocator slack)."""
+    return gpu.mem_gb * GIB * usable_fraction - reserve_gib * GIB
+
+
+def serve_memory_terms(spec: ModelSpec, dtype: str, isl: int, tp: Any, osl: Any, concurrency: Any
+                       ) -> tuple[Any, Any, Any, Any]:
+    """(weights, KV cache, workspace, KV bytes per token) per GPU; ``tp``, ``osl``, ``concurrency`` may be
+    arrays (one formula for one workload and for a scored grid)."""
+    params, transient = _prefill_footprint(spec.key, dtype, int(isl))
+    tp = np.asarray(tp, dtype=float)
+    per_token = kv_bytes_per_token(spec, dtype, tp.astype(np.int64))
+    return (params / tp, per_token * np.asarray(concurrency) * (isl + np.asarray(osl)), transient / tp,
+            per_token)
+
+
+def fitting_concurrency(capacity: Any, weights: Any, workspace: Any, per_token: Any, tokens_per_request: Any
+                        ) -> Any:
+    """The largest number of requests of ``tokens_per_request`` whose KV cache fits beside the rest."""
+    free = np.asarray(capacity) - weights - workspace
+    return np.maximum(0, np.floor_divide(free, per_token * np.asarray(tokens_per_request))).astype(np.int64)
+
+
+def serve_memory(sw: ServeWorkload, gpu: GpuSpec, usable_fraction: float = SERVE_USABLE_FRACTION,
+                   reserve_gib: float = SERVE_RESERVE_GIB) \
         -> ServeMemory:
-    """Per-GPU memory of a serve workload; ``capacity`` is ``usable_fraction`` of the GPU's memory less
-    ``reserve_gib`` (CUDA context, NCCL buffers, allocator slack), as serving engines reserve it."""
-    spec = sw.model
-    prefill = memory_footprint(spec, 1, sw.isl, "inference", dtype=sw.dtype)
-    weights = prefill.params_bytes / sw.tp
-    kv_bytes = DTYPE_BYTES[compute_dtype(sw.dtype)]
-    per_token = 2.0 * spec.num_layers * sw.kv_heads_per_gpu * spec.head_dim * kv_bytes
-    kv_cache = per_token * sw.concurrency * (sw.isl + sw.osl)
-    workspace = prefill.transient_bytes / sw.tp
-    capacity = gpu.mem_gb * 1e9 * usable_fraction - reserve_gib * GIB
-    return ServeMemory(weights, kv_cache, workspace, per_token, capacity)
+    """Per-GPU memory of a serve workload against :func:`capacity_bytes`."""
+    terms = serve_memory_terms(sw.model, sw.dtype, sw.isl, sw.tp, sw.osl, sw.concurrency)
+    return ServeMemory(*(float(t) for t in terms), capacity_bytes(gpu, usable_fraction, reserve_gib))
+
+
+#: Simpson's rule on the decode lengths of :func:`decode_lengths`
+SIMPSON = (1.0 / 6.0, 4.0 / 6.0, 1.0 / 6.0)
+
+
+def decode_lengths(isl: Any, osl: Any) -> tuple[Any, Any, Any]:
+    """The KV lengths a request's decode steps are averaged over: first, middle and last output token."""
+    return isl, isl + osl // 2, isl + osl - 1
+
+
+def harness(prefill_ms: Any, decode_ms: Any, concurrency: Any, osl: Any) -> tuple[Any, Any]:
+    """(TTFT, TPOT) under the fixed-concurrency harness (module docstring); arrays or scalars."""
+    c = np.asarray(concurrency, dtype=float)
+    tpot = decode_ms + (c - 1.0) * prefill_ms / osl
+    request_ms = prefill_ms + osl * tpot
+    rho = np.minimum(c * prefill_ms / request_ms, 0.95)  # engine share spent in prefills
+    wait = rho * prefill_ms / (2.0 * (1.0 - rho))
+    return prefill_ms + decode_ms / 2.0 + wait, tpot
+
+
+def request_latency_ms(ttft_ms: Any, tpot_ms: Any, osl: Any) -> Any:
+    """End-to-end latency of one request: first token, then ``osl - 1`` more."""
+    return ttft_ms + (np.asarray(osl) - 1) * tpot_ms
+
+
+def tokens_per_s_per_gpu(ttft_ms: Any, tpot_ms: Any, concurrency: Any, osl: Any, tp: Any) -> Any:
+    """Output tokens per second per GPU: ``concurrency`` requests, each ``osl`` tokens per request time."""
+    return np.asarray(concurrency) * osl / (request_latency_ms(ttft_ms, tpot_ms, osl) / 1e3) / tp
 
 
 def _step_ms(sw: ServeWorkload, gpu: GpuSpec, predict: FamilyPredictor | None, comm: CommModel, batch: int,
@@ -205,21 +269,17 @@ def _step_ms(sw: ServeWorkload, gpu: GpuSpec, predict: FamilyPredictor | None, c
 
 
 def forecast_serve(sw: ServeWorkload, gpu: GpuSpec | str, predict: FamilyPredictor | None = None,
-                   comm: CommModel = DEFAULT_COMM, usable_fraction: float = 0.9, reserve_gib: float = 1.0) \
+                   comm: CommModel = DEFAULT_COMM, usable_fraction: float = SERVE_USABLE_FRACTION,
+                   reserve_gib: float = SERVE_RESERVE_GIB) \
         -> ServeForecast:
     """Forecast TTFT, TPOT, throughput and memory of ``sw`` on ``gpu`` (see the module docstring)."""
     gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
     check_gpu_dtype(gpu, sw.dtype)
     prefill_ms, breakdown = _step_ms(sw, gpu, predict, comm, 1, sw.isl, 0)
-    lengths = (sw.isl, sw.isl + sw.osl // 2, sw.isl + sw.osl - 1)
-    steps = [_step_ms(sw, gpu, predict, comm, sw.concurrency, 1, n)[0] for n in lengths]
-    decode_ms = float(np.dot([1.0, 4.0, 1.0], steps) / 6.0)
-    c = sw.concurrency
-    tpot = decode_ms + (c - 1) * prefill_ms / sw.osl
-    request_ms = prefill_ms + sw.osl * tpot
-    rho = min(c * prefill_ms / request_ms, 0.95)  # engine share spent in prefills
-    wait = rho * prefill_ms / (2.0 * (1.0 - rho))
-    ttft = prefill_ms + decode_ms / 2.0 + wait
+    steps = [_step_ms(sw, gpu, predict, comm, sw.concurrency, 1, n)[0] for n in decode_lengths(sw.isl, sw.osl)]
+    decode_ms = float(np.dot(SIMPSON, steps))
+    ttft, tpot = harness(prefill_ms, decode_ms, sw.concurrency, sw.osl)
     memory = serve_memory(sw, gpu, usable_fraction, reserve_gib)
-    return ServeForecast(sw.model.key, gpu.key, sw.dtype, sw.tp, sw.isl, sw.osl, c, prefill_ms, decode_ms, ttft,
-                         tpot, memory, memory.max_concurrency(sw.isl + sw.osl), breakdown)
+    return ServeForecast(sw.model.key, gpu.key, sw.dtype, sw.tp, sw.isl, sw.osl, sw.concurrency, prefill_ms,
+                         decode_ms, float(ttft), float(tpot), memory, memory.max_concurrency(sw.isl + sw.osl),
+                         breakdown)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from tilecast.forecast.ops import COMM_KINDS
-from tilecast.forecast.schedule import PHASES, SECTIONS, PhaseTotals, schedule
+from tilecast.forecast.schedule import PHASES, SCHEDULES, SECTIONS, PhaseTotals, schedule, sequential
 from tilecast.forecast.summary import GROUPS, op_groups
 
 _NP, _NS = len(PHASES), len(SECTIONS)
@@ -68,19 +68,25 @@ def summarise_cells(rows: pd.DataFrame, op_ms: np.ndarray, info: pd.DataFrame, g
     return pd.concat(out, ignore_index=True)
 
 
+#: parallel kinds whose schedule runs every op in turn: their phases are plain sums (vectorised below)
+_SEQUENTIAL = frozenset(k for k, f in SCHEDULES.items() if f is sequential)
+
+
 def _schedule_all(pt: np.ndarray, info: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Wall-clock phases per graph: one schedule call per graph (dicts of a few floats; no op loop)."""
-    n = pt.shape[0]
-    res = {k: np.empty(n) for k in ("e2e_ms", "fw_ms", "bw_ms", "acc_ms")}
-    kinds = info["parallel_kind"].to_numpy(dtype=object)
+    """Wall-clock phases per graph: sums for the sequential kinds (one GPU, tensor parallel), one schedule
+    call per graph for the others (dicts of a few floats; no op loop)."""
+    kinds = np.array([k if isinstance(k, str) else None for k in info["parallel_kind"].to_numpy(dtype=object)],
+                     dtype=object)
+    phase_sum = pt.sum(axis=(2, 3))  # graphs x phases, compute and communication
+    res = {f"{ph}_ms": phase_sum[:, p].copy() for p, ph in enumerate(PHASES)}
     layers = info["num_layers"].to_numpy(dtype=np.int64)
     degree = info["degree"].to_numpy(dtype=np.int64)
     micro = info["microbatches"].to_numpy(dtype=np.int64)
-    for i in range(n):
+    for i in np.flatnonzero([k not in _SEQUENTIAL for k in kinds]):
         compute = {ph: {sec: float(pt[i, p, s, 0]) for s, sec in enumerate(SECTIONS)} for p, ph in enumerate(PHASES)}
         comm = {ph: {sec: float(pt[i, p, s, 1]) for s, sec in enumerate(SECTIONS)} for p, ph in enumerate(PHASES)}
-        kind = kinds[i] if isinstance(kinds[i], str) else None
-        out = schedule(kind, PhaseTotals(compute, comm, int(layers[i]), int(degree[i]), int(micro[i])))
-        for k in res:
-            res[k][i] = out[k]
-    return res
+        out = schedule(kinds[i], PhaseTotals(compute, comm, int(layers[i]), int(degree[i]), int(micro[i])))
+        for ph in PHASES:
+            res[f"{ph}_ms"][i] = out[f"{ph}_ms"]
+    res["e2e_ms"] = res["fw_ms"] + res["bw_ms"] + res["acc_ms"]
+    return {k: res[k] for k in ("e2e_ms", "fw_ms", "bw_ms", "acc_ms")}

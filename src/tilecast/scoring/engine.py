@@ -1,15 +1,17 @@
 """Score a grid of cells on Dask: build each distinct graph once, forecast each distinct op once per GPU,
 aggregate back to cells, derive throughput, fit and cost.
 
-1. graphs: the distinct (model, batch, seq_len, mode, parallel, fused, dtype) of the cells, built in
-   chunks on the workers (``client.map``) with their memory needs;
+1. graphs: the distinct (model, batch, seq_len, mode, parallel, fused, dtype) of the cells, and the
+   prefill and decode-step graphs of the serve cells (:mod:`tilecast.scoring.serve`), built in chunks on
+   the workers (``client.map``) with their memory needs;
 2. ops: all graphs' op rows deduplicated on the client;
 3. latency: the distinct ops partitioned by (family, all-reduce group, op dtype, chunk of ``chunk_rows``);
    each task forecasts its rows on every GPU of the grid that has a peak for their dtype, with the pinned
    predictors, loaded once on the client (in a thread, while the workers build graphs) and scattered once
    to every worker (:mod:`tilecast.scoring.predictors`);
 4. cells: per-GPU ``bincount`` sums and the schedule (:mod:`tilecast.scoring.aggregate`), then
-   :func:`tilecast.scoring.metrics.derive`.
+   :func:`tilecast.scoring.metrics.derive`; serve cells: the harness over their graphs' sums
+   (:func:`tilecast.scoring.serve.assemble`).
 
 Every task is submitted with ``retries`` so a worker that dies mid-run costs a rerun, not the run.
 A cell whose graph, memory model or ops fail carries the error text; every other cell is scored. So
@@ -33,11 +35,12 @@ from distributed import Client, as_completed
 from tilecast.forecast.ops import op_family
 from tilecast.forecast.workload import check_gpu_dtype
 from tilecast.graph.build import SHORT_BLOCKS, num_blocks, scalable
+from tilecast.scoring import serve
 from tilecast.scoring.aggregate import summarise_cells
 from tilecast.scoring.cluster import DaskConfig
 from tilecast.scoring.graph_cache import GraphCache
 from tilecast.scoring.graphs import build_graphs, dedupe_ops
-from tilecast.scoring.matrix import CELL_KEYS, GRAPH_KEYS
+from tilecast.scoring.matrix import BUILD_KEYS, CELL_KEYS, GRAPH_KEYS
 from tilecast.scoring.metrics import FitPolicy, derive
 from tilecast.scoring.predictors import PredictorSource, client_predictor, latency_chunk, warm_up
 from tilecast.scoring.pricing import Pricing
@@ -62,6 +65,8 @@ class ScoreStats:
     gpus: int = 0
     failed_cells: int = 0
     unsupported_cells: int = 0  # cells of a (GPU, dtype) pair the GPU has no peak for
+    serve_cells: int = 0
+    failed_serve_cells: int = 0
     unknown_memory_cells: int = 0
     tasks: int = 0
     notes: list[str] = field(default_factory=list)
@@ -136,7 +141,7 @@ def _build(client: Client, graphs: pd.DataFrame, dask: DaskConfig, progress: boo
 def _graphs(client: Client, graphs: pd.DataFrame, cache: GraphCache | None, dask: DaskConfig, progress: bool,
             stats: ScoreStats, optimizer: str | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Op rows and info of every graph (``graph_id`` as in ``graphs``), built once and cached between runs."""
-    keys = list(GRAPH_KEYS)
+    keys = list(BUILD_KEYS)
     cached = cache.load() if cache is not None else None
     rows_parts, info_parts = [], []
     todo = graphs
@@ -274,24 +279,64 @@ def _with_errors(out: pd.DataFrame, unsupported: dict[tuple[str, str], str]) -> 
     return out
 
 
-def score_cells(cells: pd.DataFrame, client: Client, source: PredictorSource, pricing: Pricing,
-                fit: FitPolicy | None = None, dask: DaskConfig | None = None, progress: bool = False,
-                cache: GraphCache | None = None) -> tuple[pd.DataFrame, ScoreStats]:
-    """Score ``cells`` (columns :data:`CELL_KEYS` and ``n_gpus``): one row per cell, in the input order."""
+def _graph_table(cells: pd.DataFrame, serve_cells: pd.DataFrame | None
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None, dict[str, np.ndarray]]:
+    """The distinct graphs (``graph_id`` + :data:`BUILD_KEYS`) of the cells and of the valid serve cells; the
+    cells with their ``graph_id``; the serve cells with ``workload_error``; each serve cell's graph per role."""
+    plain = cells[list(GRAPH_KEYS)].drop_duplicates().assign(kv_len=0, serving=False)
+    parts, roles = [plain], {}
+    if serve_cells is not None:
+        serve_cells = serve_cells.reset_index(drop=True)
+        serve_cells["workload_error"] = serve.workload_errors(serve_cells)
+        valid = serve_cells["workload_error"].isna()
+        roles = serve.component_keys(serve_cells.loc[valid])
+        parts += list(roles.values())
+    graphs = pd.concat(parts, ignore_index=True).drop_duplicates().reset_index(drop=True)
+    graphs.insert(0, "graph_id", np.arange(len(graphs), dtype=np.int64))
+    keys = list(BUILD_KEYS)
+    cells = cells.assign(kv_len=0, serving=False).merge(graphs, on=keys, how="left", validate="many_to_one")
+    ids = {}
+    if serve_cells is not None:
+        for role, frame in roles.items():
+            got = frame.merge(graphs, on=keys, how="left", validate="many_to_one")["graph_id"].to_numpy()
+            ids[role] = np.full(len(serve_cells), -1, dtype=np.int64)
+            ids[role][frame.index.to_numpy()] = got
+        if not roles:
+            ids = {role: np.full(len(serve_cells), -1, dtype=np.int64) for role in serve.ROLES}
+    return graphs, cells.drop(columns=["kv_len", "serving"]), serve_cells, ids
+
+
+@dataclass
+class GridScores:
+    """A scored grid: the cell table, the serve table (None without serve cells) and what the run did."""
+
+    table: pd.DataFrame
+    serve: pd.DataFrame | None
+    stats: ScoreStats
+
+
+def score_grid(cells: pd.DataFrame, client: Client, source: PredictorSource, pricing: Pricing,
+               fit: FitPolicy | None = None, dask: DaskConfig | None = None, progress: bool = False,
+               cache: GraphCache | None = None, serve_cells: pd.DataFrame | None = None) -> GridScores:
+    """Score ``cells`` (columns :data:`CELL_KEYS` and ``n_gpus``) and ``serve_cells`` (columns
+    :data:`~tilecast.scoring.matrix.SERVE_KEYS` and ``n_gpus``) together: their graphs built once, their
+    distinct ops forecast once per GPU. One row per cell / serve cell, in the input order."""
     fit, dask = fit or FitPolicy(), dask or DaskConfig()
     stats = ScoreStats(cells=len(cells))
     t0 = time.perf_counter()
-    gpu_keys = list(pd.unique(cells["gpu"]))
+    if serve_cells is not None and serve_cells.empty:
+        serve_cells = None
+    gpu_keys = list(pd.unique(pd.concat([cells["gpu"], *([serve_cells["gpu"]] if serve_cells is not None else [])])))
     pricing.require(gpu_keys)
     stats.gpus = len(gpu_keys)
     cells = cells.reset_index(drop=True)
     if "dtype" not in cells:  # cells listed before the dtype axis: fp32, as they then were
         cells = cells.assign(dtype="fp32")
     unsupported = unsupported_pairs(cells)
-    graphs = cells[list(GRAPH_KEYS)].drop_duplicates().reset_index(drop=True)
-    graphs.insert(0, "graph_id", np.arange(len(graphs), dtype=np.int64))
-    cells = cells.merge(graphs, on=list(GRAPH_KEYS), how="left", validate="many_to_one")
+    graphs, cells, serve_cells, serve_ids = _graph_table(cells, serve_cells)
+    serve_unsupported = unsupported_pairs(serve_cells) if serve_cells is not None else {}
     stats.graphs = len(graphs)
+    stats.serve_cells = 0 if serve_cells is None else len(serve_cells)
 
     # the registered models load on the client while the workers build graphs (and import what they need)
     loader = ThreadPoolExecutor(1, thread_name_prefix="load-predictors") if source.kind == "registry" else None
@@ -327,10 +372,10 @@ def score_cells(cells: pd.DataFrame, client: Client, source: PredictorSource, pr
     # 4. back to cells
     summary = summarise_cells(dd.rows, op_ms, ok_info, gpu_keys) if len(ok_info) else pd.DataFrame(
         columns=["graph_id", "gpu", *LATENCY, "nan_ops"])
+    op_errors = _forecast_errors(dd.rows, errors, gpu_keys)
     out = _with_errors(cells.merge(info[["graph_id", "mem_required_bytes", "graph_error", "mem_error"]],
                                    on="graph_id", how="left").merge(summary, on=["graph_id", "gpu"], how="left")
-                       .merge(_forecast_errors(dd.rows, errors, gpu_keys), on=["graph_id", "gpu"], how="left"),
-                       unsupported)
+                       .merge(op_errors, on=["graph_id", "gpu"], how="left"), unsupported)
     failed = out["error"].notna().to_numpy()
     if unsupported:
         hit = pd.Series(list(zip(out["gpu"], out["dtype"], strict=True)), dtype=object).isin(list(unsupported))
@@ -349,8 +394,24 @@ def score_cells(cells: pd.DataFrame, client: Client, source: PredictorSource, pr
         note = f"memory unknown (fits left empty) for {n} cells: {msg}"
         stats.notes.append(note)
         log.warning(note)
+    served = None
+    if serve_cells is not None:
+        served = serve.assemble(serve_cells, serve_ids, summary[["graph_id", "gpu", "e2e_ms", "nan_ops"]],
+                                info[["graph_id", "graph_error"]], op_errors, serve_unsupported, pricing)
+        served["predictor"] = source.label
+        served["versions"] = source.versions_json()
+        stats.failed_serve_cells = int(served["error"].notna().sum())
     stats.timings_s["aggregate"] = time.perf_counter() - t2
-    return out.drop(columns=["graph_id", "graph_error", "mem_error", "nan_ops", "forecast_error"]), stats
+    table = out.drop(columns=["graph_id", "graph_error", "mem_error", "nan_ops", "forecast_error"])
+    return GridScores(table, served, stats)
 
 
-__all__ = ["CELL_KEYS", "ScoreStats", "score_cells"]
+def score_cells(cells: pd.DataFrame, client: Client, source: PredictorSource, pricing: Pricing,
+                fit: FitPolicy | None = None, dask: DaskConfig | None = None, progress: bool = False,
+                cache: GraphCache | None = None) -> tuple[pd.DataFrame, ScoreStats]:
+    """Score ``cells`` (columns :data:`CELL_KEYS` and ``n_gpus``): one row per cell, in the input order."""
+    scored = score_grid(cells, client, source, pricing, fit, dask, progress, cache)
+    return scored.table, scored.stats
+
+
+__all__ = ["CELL_KEYS", "GridScores", "ScoreStats", "score_cells", "score_grid"]

@@ -1,6 +1,7 @@
 """Built graphs kept between runs: the nightly grid is the same graphs night after night.
 
-A graph is a pure function of its keys (model, batch, seq_len, mode, parallel, fused, dtype) and of the
+A graph is a pure function of its keys (model, batch, seq_len, mode, parallel, fused, dtype, kv_len,
+serving) and of the
 code and model configs that build it. The cache file is named by a fingerprint of exactly those
 inputs (the source of ``tilecast.graph`` and ``tilecast.specs`` and every tilecast module they import,
 ``forecast/workload.py``, the scorer's graph and memory modules, and ``conf/model/*.yaml``), so any
@@ -26,13 +27,14 @@ import tilecast
 from tilecast.io import write_atomic
 from tilecast.paths import CONF_DIR
 from tilecast.scoring.graphs import FRAME_COLUMNS
-from tilecast.scoring.matrix import GRAPH_KEYS
+from tilecast.scoring.matrix import BUILD_KEYS
 
 log = logging.getLogger(__name__)
 
 #: version of the cached columns (2: ``dtype`` is a graph key, op rows carry ``dtype`` and ``hkv``, and the
-#: op rows reference their graph's info row by ``graph_id`` instead of repeating the graph keys)
-CACHE_LAYOUT = 2
+#: op rows reference their graph's info row by ``graph_id`` instead of repeating the graph keys; 3: the
+#: serve scorer's ``kv_len`` and ``serving`` are graph keys)
+CACHE_LAYOUT = 3
 
 #: where graph building starts: the graph and spec packages (followed through their tilecast imports), and
 #: the few modules around them that shape a graph's op rows or memory (taken as they are)
@@ -125,7 +127,7 @@ class GraphCache:
             log.warning("graph cache %s unreadable (%s): rebuilding", self.rows_path, exc)
             return None
         missing = sorted(({"graph_id", *FRAME_COLUMNS} - set(rows.columns))
-                         | ({"graph_id", *GRAPH_KEYS} - set(info.columns)))
+                         | ({"graph_id", *BUILD_KEYS} - set(info.columns)))
         if missing:
             log.warning("graph cache %s lacks columns %s (another layout): rebuilding", self.rows_path, missing)
             return None

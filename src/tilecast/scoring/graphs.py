@@ -1,9 +1,10 @@
 """Build the distinct graphs of a grid and deduplicate their ops across every cell.
 
-A graph depends on the workload (model, batch, seq_len, mode, parallel, fused, dtype), never on the GPU,
-so each one is built once per run (:func:`build_graphs`, run on Dask workers in chunks). The op
-rows of all graphs are then reduced to the distinct ops (:func:`dedupe_ops`): the same shape in
-another layer, phase, graph or cell is forecast once; the same shape in another dtype is another op.
+A graph depends on the workload (model, batch, seq_len, mode, parallel, fused, dtype; for the graphs of a
+serve cell also the KV length and ``serving``), never on the GPU, so each one is built once per run
+(:func:`build_graphs`, run on Dask workers in chunks). The op rows of all graphs are then reduced to the
+distinct ops (:func:`dedupe_ops`): the same shape in another layer, phase, graph or cell is forecast once;
+the same shape in another dtype is another op.
 """
 
 from __future__ import annotations
@@ -68,8 +69,10 @@ def _rows_frame(columns: dict[str, list]) -> pd.DataFrame:
 def build_graphs(graphs: pd.DataFrame, optimizer: str | None = "adamw") -> tuple[pd.DataFrame, pd.DataFrame]:
     """Op rows (``graph_id`` + :data:`FRAME_COLUMNS`) and one info row per graph (:data:`INFO_COLUMNS`).
 
-    ``graphs`` holds ``graph_id`` and the graph keys (:data:`~tilecast.scoring.matrix.GRAPH_KEYS`; without a
-    ``dtype`` column every graph is fp32); ``optimizer`` is the state training cells hold.
+    ``graphs`` holds ``graph_id`` and the graph keys (:data:`~tilecast.scoring.matrix.BUILD_KEYS`; without a
+    ``dtype`` column every graph is fp32, without ``kv_len`` / ``serving`` none is a serving graph);
+    ``optimizer`` is the state training cells hold. A serving graph's memory is left to the serve
+    scorer (:func:`tilecast.forecast.serve.serve_memory_terms`: weights, KV cache and workspace per GPU).
     A graph that cannot be built gets its error text in ``graph_error`` (its cells will carry it); the
     others are unaffected. A memory model failure leaves the graph's memory unknown (``mem_error``),
     its latency still stands. Runs on a Dask worker.
@@ -78,13 +81,15 @@ def build_graphs(graphs: pd.DataFrame, optimizer: str | None = "adamw") -> tuple
     info = []
     if "dtype" not in graphs:  # graph keys listed before the dtype axis: fp32
         graphs = graphs.assign(dtype=DEFAULT_DTYPE)
+    if "kv_len" not in graphs:
+        graphs = graphs.assign(kv_len=0, serving=False)
     for g in graphs.itertuples(index=False):
         parallel = None if g.parallel == NO_PARALLEL else g.parallel
         row = {"graph_id": g.graph_id, "num_layers": 1, "parallel_kind": None, "degree": 1, "microbatches": 1,
                "mem_required_bytes": np.nan, "graph_error": None, "mem_error": None}
         try:
             graph = build_parallel_graph(g.model, int(g.batch), int(g.seq_len), g.mode, parallel, bool(g.fused),
-                                         dtype=str(g.dtype))
+                                         dtype=str(g.dtype), kv_len=int(g.kv_len), serving=bool(g.serving))
         except Exception as exc:  # noqa: BLE001 - any failure is this cell's error, never the run's
             row["graph_error"] = _error(exc)
             info.append(row)
@@ -95,8 +100,9 @@ def build_graphs(graphs: pd.DataFrame, optimizer: str | None = "adamw") -> tuple
                    microbatches=int(meta.get("microbatches", 1) or 1),
                    parallel_kind=None if not tag else str(tag)[:2])
         try:
-            row["mem_required_bytes"] = memory_required_bytes(g.model, int(g.batch), int(g.seq_len), g.mode,
-                                                              parallel, optimizer, dtype=str(g.dtype))
+            if not g.serving:
+                row["mem_required_bytes"] = memory_required_bytes(g.model, int(g.batch), int(g.seq_len), g.mode,
+                                                                  parallel, optimizer, dtype=str(g.dtype))
         except Exception as exc:  # noqa: BLE001 - the latency stands; ``fits`` stays unknown
             row["mem_error"] = _error(exc)
         _append_rows(columns, g.graph_id, graph)

@@ -12,7 +12,6 @@ cells are kept and carry that error when scored (the other cells are unaffected)
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tilecast.forecast.serve import SERVE_DTYPES
 from tilecast.graph.parallel import ParallelismError, parse_parallel
 from tilecast.specs import UnknownSpecError, all_gpus, all_models, get_gpu, get_model
 from tilecast.specs.workload import MODES
@@ -28,16 +28,38 @@ from tilecast.tiles.dtypes import WORKLOAD_DTYPES
 #: the columns that identify a cell, in order; a graph depends on all but ``gpu``
 CELL_KEYS = ("model", "gpu", "batch", "seq_len", "mode", "parallel", "fused", "dtype")
 GRAPH_KEYS = ("model", "batch", "seq_len", "mode", "parallel", "fused", "dtype")
+#: what a built graph depends on: the graph keys, and for the graphs of a serve cell the KV length a decode
+#: step attends over and ``serving`` (a serving forward computes the logits of the last token only)
+BUILD_KEYS = (*GRAPH_KEYS, "kv_len", "serving")
+#: the keys of a serve cell (a ``serve`` section), in order
+SERVE_KEYS = ("model", "gpu", "dtype", "tp", "isl", "osl", "concurrency")
 NO_PARALLEL = "none"
 DEFAULT_DTYPE = "fp32"
 #: workload dtypes that only train (their inference cells are dropped from the product)
 TRAINING_ONLY_DTYPES = frozenset({"amp_bf16"})
 _FIELDS = ("name", "description", "models", "gpus", "batch_sizes", "seq_lens", "modes", "parallel", "fused",
-           "dtypes", "exclude", "respect_max_positions")
+           "dtypes", "exclude", "respect_max_positions", "serve")
+_SERVE_FIELDS = ("models", "gpus", "dtypes", "tp", "isl_osl", "concurrency", "exclude")
 
 
 class MatrixError(ValueError):
     """A matrix config that cannot be expanded (names the matrix, the field and the value)."""
+
+
+#: bytes of memory a scored cell takes at the peak of a run (the expanded cells, the graphs' op rows, the
+#: per-GPU summaries and the score table), measured on the nightly grid: ``benchmarks/scoring.md``
+BYTES_PER_CELL = 4096
+
+
+def check_size(matrix: Matrix, max_cells: int | None) -> int:
+    """The matrix's cell count before exclusions (an upper bound of what is scored); a matrix above
+    ``max_cells`` is refused before anything is expanded, naming its size and a memory estimate."""
+    n = matrix.size_before_exclusions
+    if max_cells is not None and n > max_cells:
+        raise MatrixError(f"matrix {matrix.name!r} has {n:,} cells before exclusions (about "
+                          f"{n * BYTES_PER_CELL / 2**30:,.1f} GiB to score), above max_cells={max_cells:,}; "
+                          "narrow the matrix or raise max_cells (null: no limit)")
+    return n
 
 
 def canonical_parallel(value: object) -> str:
@@ -56,6 +78,24 @@ def n_gpus_of(parallel: str) -> int:
 
 
 @dataclass(frozen=True)
+class ServeMatrix:
+    """A matrix's serve section: every (model, GPU, dtype, tp, (isl, osl), concurrency) minus ``exclude``."""
+
+    models: tuple[str, ...]
+    gpus: tuple[str, ...]
+    dtypes: tuple[str, ...] = ("bf16",)
+    tp: tuple[int, ...] = (1,)
+    isl_osl: tuple[tuple[int, int], ...] = ((1024, 1024),)
+    concurrency: tuple[int, ...] = (1,)
+    exclude: tuple[Mapping[str, tuple], ...] = ()
+
+    @property
+    def size_before_exclusions(self) -> int:
+        return (len(self.models) * len(self.gpus) * len(self.dtypes) * len(self.tp) * len(self.isl_osl)
+                * len(self.concurrency))
+
+
+@dataclass(frozen=True)
 class Matrix:
     """A validated matrix: catalog keys, positive sizes, known modes, parsed exclusion rules."""
 
@@ -71,11 +111,14 @@ class Matrix:
     exclude: tuple[Mapping[str, tuple], ...] = ()
     respect_max_positions: bool = True
     description: str = ""
+    serve: ServeMatrix | None = None
 
     @property
     def size_before_exclusions(self) -> int:
+        """Cells of the cross products (the serve section's included), before any exclusion."""
         return (len(self.models) * len(self.gpus) * len(self.batch_sizes) * len(self.seq_lens) * len(self.modes)
-                * len(self.parallel) * len(self.fused) * len(self.dtypes))
+                * len(self.parallel) * len(self.fused) * len(self.dtypes)
+                + (self.serve.size_before_exclusions if self.serve is not None else 0))
 
 
 def _as_list(name: str, field: str, value: Any) -> list[Any]:
@@ -141,12 +184,13 @@ def _bools(name: str, value: Any) -> tuple[bool, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def _dtypes(name: str, value: Any, field: str = "dtypes") -> tuple[str, ...]:
+def _dtypes(name: str, value: Any, field: str = "dtypes", known: tuple[str, ...] = WORKLOAD_DTYPES
+            ) -> tuple[str, ...]:
     items = _as_list(name, field, value)
     for v in items:
-        if v not in WORKLOAD_DTYPES:
+        if v not in known:
             raise MatrixError(f"matrix {name!r}: field {field!r} has invalid value {v!r} (expected one of "
-                              f"{', '.join(WORKLOAD_DTYPES)})")
+                              f"{', '.join(known)})")
     return tuple(dict.fromkeys(items))
 
 
@@ -162,21 +206,70 @@ _VALUE_CHECKS = {
 }
 
 
-def _exclusions(name: str, rules: Any) -> tuple[Mapping[str, tuple], ...]:
+def _exclusions(name: str, rules: Any, checks: Mapping[str, Any] | None = None, field: str = "exclude"
+                ) -> tuple[Mapping[str, tuple], ...]:
     """Each rule maps cell keys to a value or a list; a cell matching every key of a rule is dropped."""
+    checks = _VALUE_CHECKS if checks is None else checks
     out = []
-    for i, rule in enumerate(_as_list(name, "exclude", rules) if rules else []):
+    for i, rule in enumerate(_as_list(name, field, rules) if rules else []):
         if not isinstance(rule, Mapping) or not rule:
-            raise MatrixError(f"matrix {name!r}: exclude[{i}] has invalid value {rule!r} "
+            raise MatrixError(f"matrix {name!r}: {field}[{i}] has invalid value {rule!r} "
                               f"(expected a mapping of cell keys, e.g. {{mode: training, fused: true}})")
         parsed = {}
         for key, value in rule.items():
-            if key not in _VALUE_CHECKS:
-                raise MatrixError(f"matrix {name!r}: exclude[{i}] names unknown key {key!r}; "
-                                  f"known: {', '.join(CELL_KEYS)}")
-            parsed[key] = _VALUE_CHECKS[key](name, value)
+            if key not in checks:
+                raise MatrixError(f"matrix {name!r}: {field}[{i}] names unknown key {key!r}; "
+                                  f"known: {', '.join(checks)}")
+            parsed[key] = checks[key](name, value)
         out.append(parsed)
     return tuple(out)
+
+
+def _isl_osl(name: str, value: Any) -> tuple[tuple[int, int], ...]:
+    pairs = []
+    for v in _as_list(name, "serve.isl_osl", value):
+        if not (isinstance(v, Sequence) and not isinstance(v, str) and len(v) == 2):
+            raise MatrixError(f"matrix {name!r}: field 'serve.isl_osl' has invalid value {v!r} (expected "
+                              "[isl, osl] pairs, e.g. [[1024, 1024], [8192, 1024]])")
+        _positive_ints(name, "serve.isl_osl", list(v))
+        pairs.append((int(v[0]), int(v[1])))
+    return tuple(dict.fromkeys(pairs))
+
+
+_SERVE_CHECKS = {
+    "model": lambda n, v: _catalog_keys(n, "serve.exclude.model", v, "model"),
+    "gpu": lambda n, v: _catalog_keys(n, "serve.exclude.gpu", v, "GPU"),
+    "dtype": lambda n, v: _dtypes(n, v, "serve.exclude.dtype", SERVE_DTYPES),
+    **{k: (lambda key: lambda n, v: _positive_ints(n, f"serve.exclude.{key}", v))(k)
+       for k in ("tp", "isl", "osl", "concurrency")},
+}
+
+
+def _serve(name: str, cfg: Any) -> ServeMatrix | None:
+    """The ``serve`` section (None when absent); its models must be decoders serving is modelled for."""
+    if cfg is None:
+        return None
+    if not isinstance(cfg, Mapping):
+        raise MatrixError(f"matrix {name!r}: field 'serve' has invalid value {cfg!r} (expected a mapping)")
+    unknown = sorted(set(cfg) - set(_SERVE_FIELDS))
+    if unknown:
+        raise MatrixError(f"matrix {name!r}: serve section has unknown field {unknown[0]!r}; known fields: "
+                          f"{', '.join(_SERVE_FIELDS)}")
+    for required in ("models", "gpus", "concurrency"):
+        if cfg.get(required) is None:
+            raise MatrixError(f"matrix {name!r}: serve section misses field {required!r}")
+    models = _catalog_keys(name, "serve.models", cfg["models"], "model")
+    for m in models:
+        if get_model(m).family != "llama":
+            raise MatrixError(f"matrix {name!r}: field 'serve.models': {m} is a {get_model(m).family!r} model; "
+                              "serving is modelled for llama-style decoders")
+    return ServeMatrix(
+        models=models, gpus=_catalog_keys(name, "serve.gpus", cfg["gpus"], "GPU"),
+        dtypes=_dtypes(name, cfg.get("dtypes", ["bf16"]), "serve.dtypes", SERVE_DTYPES),
+        tp=_positive_ints(name, "serve.tp", cfg.get("tp", [1])),
+        isl_osl=_isl_osl(name, cfg.get("isl_osl", [[1024, 1024]])),
+        concurrency=_positive_ints(name, "serve.concurrency", cfg["concurrency"]),
+        exclude=_exclusions(name, cfg.get("exclude"), _SERVE_CHECKS, "serve.exclude"))
 
 
 def load_matrix(config: Mapping[str, Any], name: str | None = None) -> Matrix:
@@ -205,20 +298,51 @@ def load_matrix(config: Mapping[str, Any], name: str | None = None) -> Matrix:
         dtypes=_dtypes(name, [DEFAULT_DTYPE] if cfg.get("dtypes") is None else cfg["dtypes"]),
         exclude=_exclusions(name, cfg.get("exclude")),
         respect_max_positions=respect,
+        serve=_serve(name, cfg.get("serve")),
     )
+
+
+def _keep(cells: pd.DataFrame, rules: tuple[Mapping[str, tuple], ...]) -> np.ndarray:
+    """Cells matching no rule (a rule matches a cell that has one of its values for every key)."""
+    keep = np.ones(len(cells), dtype=bool)
+    for rule in rules:
+        hit = np.ones(len(cells), dtype=bool)
+        for key, values in rule.items():
+            hit &= cells[key].isin(list(values)).to_numpy()
+        keep &= ~hit
+    return keep
+
+
+def expand_serve(matrix: Matrix) -> pd.DataFrame:
+    """The serve section's cells (columns :data:`SERVE_KEYS` plus ``n_gpus`` = tp); empty without one.
+    (isl, osl) pairs beyond a model's positions are dropped."""
+    serve = matrix.serve
+    if serve is None:
+        return pd.DataFrame({k: pd.Series(dtype=object if k in ("model", "gpu", "dtype") else np.int64)
+                             for k in (*SERVE_KEYS, "n_gpus")})
+    pairs = pd.MultiIndex.from_product([serve.models, serve.gpus, serve.dtypes, serve.tp, range(len(serve.isl_osl)),
+                                        serve.concurrency]).to_frame(index=False)
+    isl_osl = np.array(serve.isl_osl, dtype=np.int64)[pairs[4].to_numpy()]
+    cells = pd.DataFrame({"model": pairs[0], "gpu": pairs[1], "dtype": pairs[2], "tp": pairs[3],
+                          "isl": isl_osl[:, 0], "osl": isl_osl[:, 1], "concurrency": pairs[5]})
+    keep = _keep(cells, serve.exclude)
+    max_pos = cells["model"].map({k: get_model(k).max_positions for k in serve.models}).to_numpy()
+    keep &= (max_pos == 0) | ((cells["isl"] + cells["osl"]).to_numpy() <= max_pos)
+    cells = cells.loc[keep].reset_index(drop=True)
+    for col in ("tp", "isl", "osl", "concurrency"):
+        cells[col] = cells[col].astype("int64")
+    cells["n_gpus"] = cells["tp"]
+    if cells.empty:
+        raise MatrixError(f"matrix {matrix.name!r}: every serve cell is excluded")
+    return cells
 
 
 def expand(matrix: Matrix) -> pd.DataFrame:
     """The matrix's cells, one row each (columns :data:`CELL_KEYS` plus ``n_gpus``), in a stable order."""
     axes = (matrix.models, matrix.gpus, matrix.batch_sizes, matrix.seq_lens, matrix.modes, matrix.parallel,
             matrix.fused, matrix.dtypes)
-    cells = pd.DataFrame(list(itertools.product(*axes)), columns=list(CELL_KEYS))
-    keep = np.ones(len(cells), dtype=bool)
-    for rule in matrix.exclude:
-        hit = np.ones(len(cells), dtype=bool)
-        for key, values in rule.items():
-            hit &= cells[key].isin(list(values)).to_numpy()
-        keep &= ~hit
+    cells = pd.MultiIndex.from_product(axes, names=list(CELL_KEYS)).to_frame(index=False)
+    keep = _keep(cells, matrix.exclude)
     keep &= ~(cells["dtype"].isin(list(TRAINING_ONLY_DTYPES)) & (cells["mode"] != "training")).to_numpy()
     if matrix.respect_max_positions:
         max_pos = cells["model"].map({k: get_model(k).max_positions for k in matrix.models}).to_numpy()

@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tilecast.forecast import op_kernel_rows, op_latency_ms
 from tilecast.forecast.kernels import FamilyPredictor
-from tilecast.forecast.ops import KERNEL_COLUMNS
+from tilecast.forecast.ops import op_latency_matrix
 from tilecast.specs import GpuSpec, get_gpu
 from tilecast.tiles.dtypes import HALF_DTYPES, TENSOR_DTYPES, op_dtype
 from tilecast.tiles.ops import FAMILIES, FP32_FAMILIES, TENSOR_FAMILIES
@@ -143,49 +142,6 @@ def worker_predictor(source: PredictorSource) -> FamilyPredictor:
     return _CACHE[key]
 
 
-#: what a kernel prediction depends on besides the GPU: the shape and its dtype (a bf16 and an fp8 GEMM of
-#: one shape are both ``tc_gemm`` rows)
-_SHAPE_KEYS = (*KERNEL_COLUMNS, "dtype")
-
-
-class StackedPredictor:
-    """A FamilyPredictor that predicts each family once for every GPU of a chunk (one stacked call, rows
-    tagged with their ``Device``), then answers the per-GPU calls of ``op_latency_ms`` from that table.
-
-    A predictor call has a fixed cost (feature building, a DMatrix, a tree walk set-up) that one call
-    per family and GPU would pay 22 times on the nightly grid. Should the stacked call fail, each GPU
-    falls back to its own call, so an error stays with the GPU that causes it.
-    """
-
-    def __init__(self, predict: FamilyPredictor, ops: pd.DataFrame, gpus: list) -> None:
-        self.predict = predict
-        self.tables: dict[str, pd.DataFrame] = {}
-        rows = op_kernel_rows(ops)
-        for fam, part in rows.groupby("family", sort=True):
-            shapes = part[list(_SHAPE_KEYS)].drop_duplicates()
-            stacked = pd.concat([shapes.assign(Device=g.device_name) for g in gpus], ignore_index=True)
-            try:
-                pred = np.asarray(predict(str(fam), stacked, None), dtype=float)
-            except Exception:  # noqa: BLE001 - per-GPU calls below will say which GPU fails
-                log.debug("stacked %s prediction failed; predicting GPU by GPU", fam, exc_info=True)
-                continue
-            if pred.shape == (len(stacked),) and np.isfinite(pred).all():
-                self.tables[str(fam)] = stacked.assign(pred_ms=pred)
-
-    def __call__(self, family: str, rows: pd.DataFrame, gpu: GpuSpec | None) -> np.ndarray:
-        table = self.tables.get(family)
-        if table is None or gpu is None:
-            return self.predict(family, rows, gpu)
-        keys = [*_SHAPE_KEYS, "Device"]
-        if "dtype" not in rows:  # a caller's fp32 rows
-            rows = rows.assign(dtype="fp32")
-        got = rows[keys].merge(table.loc[table["Device"] == gpu.device_name, [*keys, "pred_ms"]], on=keys,
-                               how="left")["pred_ms"].to_numpy(dtype=float)
-        if len(got) != len(rows) or np.isnan(got).any():
-            return self.predict(family, rows, gpu)
-        return got
-
-
 def warm_up(source: PredictorSource) -> None:
     """Import what deserialising the shipped predictors needs (the registry, the predictor classes), so a
     worker does it while it waits for them rather than on its first prediction task."""
@@ -252,20 +208,12 @@ def latency_chunk(source: PredictorSource, ops: pd.DataFrame, gpu_keys: list[str
                   predictor: FamilyPredictor | None = None) -> tuple[np.ndarray, dict[str, str]]:
     """Per-instance ms of distinct op rows on every GPU: shape (len(ops), len(gpu_keys)), and errors by GPU.
 
-    Each family's kernel rows are predicted once for all GPUs (:class:`StackedPredictor`), then one
-    :func:`tilecast.forecast.op_latency_ms` call per GPU adds what is not a kernel prediction (memory
-    moves, communication, fused vector groups); ``n_gpus`` is the all-reduce group of the rows'
-    communication ops. ``predictor``: the loaded predictors shipped by the client (else the worker
-    loads ``source`` itself, once). A GPU whose forecast raises gets NaN and its error text, the other
-    GPUs are unaffected. Runs on a Dask worker.
+    One :func:`tilecast.forecast.ops.op_latency_matrix` call: each family's kernel rows predicted once for
+    all GPUs (one stacked call), then what is not a kernel prediction (memory moves, communication, fused
+    vector groups) per GPU, vectorised; ``n_gpus`` is the all-reduce group of the rows' communication ops.
+    ``predictor``: the loaded predictors shipped by the client (else the worker loads ``source`` itself,
+    once). A GPU whose forecast fails gets NaN and its error text, the other GPUs are unaffected. Runs on
+    a Dask worker.
     """
     gpus = [get_gpu(k) for k in gpu_keys]
-    predict = StackedPredictor(predictor or worker_predictor(source), ops, gpus)
-    out = np.full((len(ops), len(gpu_keys)), np.nan)
-    errors: dict[str, str] = {}
-    for j, gpu in enumerate(gpus):
-        try:
-            out[:, j] = op_latency_ms(ops, gpu, predict, n_gpus=n_gpus)
-        except Exception as exc:  # noqa: BLE001 - the cells that need these ops carry the error
-            errors[gpu.key] = f"{type(exc).__name__}: {exc}"
-    return out, errors
+    return op_latency_matrix(ops, gpus, predictor or worker_predictor(source), n_gpus=n_gpus)

@@ -1,8 +1,9 @@
 """A score run end to end: validate everything, score on Dask, write ``<output_dir>/<date>/`` atomically.
 
 Files of a run directory: ``scores.parquet`` (one row per cell, :mod:`tilecast.scoring.schema`),
-``run.json`` (what ran: matrix, predictor versions, pricing, fit policy, timings) and
-``pricing.csv`` (the prices used, with source and date).
+``serve_scores.parquet`` (one row per serve cell, when the matrix has a ``serve`` section),
+``run.json`` (what ran: matrix, predictor versions, pricing, fit policy, timings) and ``pricing.csv``
+(the prices used, with source and date).
 """
 
 from __future__ import annotations
@@ -23,18 +24,19 @@ import pyarrow.parquet as pq
 
 from tilecast.paths import ROOT
 from tilecast.scoring.cluster import DaskConfig, dask_client
-from tilecast.scoring.engine import ScoreStats, score_cells
+from tilecast.scoring.engine import ScoreStats, score_grid
 from tilecast.scoring.graph_cache import GraphCache
-from tilecast.scoring.matrix import Matrix, expand, load_matrix
+from tilecast.scoring.matrix import BYTES_PER_CELL, Matrix, check_size, expand, expand_serve, load_matrix
 from tilecast.scoring.metrics import FitPolicy
 from tilecast.scoring.predictors import PredictorSource, families_for, resolve_source
 from tilecast.scoring.pricing import Pricing, load_pricing
-from tilecast.scoring.schema import conform, read_scores
+from tilecast.scoring.schema import conform, conform_serve, read_scores
 from tilecast.scoring.store import RunStore, run_date
 
 log = logging.getLogger(__name__)
 
 SCORES = "scores.parquet"
+SERVE_SCORES = "serve_scores.parquet"
 RUN_JSON = "run.json"
 PRICING_CSV = "pricing.csv"
 
@@ -56,6 +58,7 @@ class ScoreSettings:
     graph_cache: bool = True  # keep built graphs between runs (<cache_dir>, keyed by a code fingerprint)
     cache_dir: Path | None = None  # None: <output_dir>/.cache
     calibrate: bool = True  # apply each GPU's stored calibration (jobs/calibrate.py) where there is one
+    max_cells: int | None = 2_000_000  # refuse a larger matrix (cells before exclusions); None: no limit
 
     @property
     def cache(self) -> GraphCache | None:
@@ -73,6 +76,7 @@ class Prepared:
     pricing: Pricing
     source: PredictorSource
     date: str
+    serve_cells: pd.DataFrame | None = None  # the matrix's serve section, None without one
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ class ScoreRun:
     table: pd.DataFrame
     stats: ScoreStats
     meta: dict[str, Any]
+    serve: pd.DataFrame | None = None  # the serve table, None without serve cells
 
 
 def under_ci() -> bool:
@@ -109,12 +114,18 @@ def quiet_logs() -> None:
 def prepare(settings: ScoreSettings) -> Prepared:
     """Check every name and price and pin the predictors, before any work (errors name what is wrong)."""
     matrix = load_matrix(settings.matrix)
+    check_size(matrix, settings.max_cells)
     pricing = load_pricing(settings.pricing)
-    pricing.require(matrix.gpus)
+    pricing.require(matrix.gpus + (matrix.serve.gpus if matrix.serve else ()))
     cells = expand(matrix)
+    serve_cells = expand_serve(matrix) if matrix.serve is not None else None
+    n = len(cells) + (len(serve_cells) if serve_cells is not None else 0)
+    log.info("matrix %s: %d cells%s, about %.1f GiB to score", matrix.name, len(cells),
+                f" and {len(serve_cells)} serve cells" if serve_cells is not None else "", n * BYTES_PER_CELL / 2**30)
+    dtypes = matrix.dtypes + (matrix.serve.dtypes if matrix.serve else ())
     source = resolve_source(settings.predictor, settings.alias, settings.tracking_uri,
-                            families_for(matrix.dtypes), calibrate=settings.calibrate)
-    return Prepared(matrix, cells, pricing, source, run_date(settings.date))
+                            families_for(tuple(dict.fromkeys(dtypes))), calibrate=settings.calibrate)
+    return Prepared(matrix, cells, pricing, source, run_date(settings.date), serve_cells)
 
 
 def score_into(prep: Prepared, settings: ScoreSettings, directory: Path) -> ScoreRun:
@@ -122,12 +133,16 @@ def score_into(prep: Prepared, settings: ScoreSettings, directory: Path) -> Scor
     t0 = time.perf_counter()
     with dask_client(settings.dask) as client:
         t_up = time.perf_counter()
-        table, stats = score_cells(prep.cells, client, prep.source, prep.pricing, settings.fit, settings.dask,
-                                   show_progress(settings.progress), settings.cache)
+        scored = score_grid(prep.cells, client, prep.source, prep.pricing, settings.fit, settings.dask,
+                            show_progress(settings.progress), settings.cache, prep.serve_cells)
+    table, stats, serve = scored.table, scored.stats, scored.serve
     stats.timings_s = {"cluster": t_up - t0, **stats.timings_s}
     table["run_date"] = prep.date
     t_w = time.perf_counter()
     pq.write_table(conform(table), directory / SCORES, compression="zstd")
+    if serve is not None:
+        serve["run_date"] = prep.date
+        pq.write_table(conform_serve(serve), directory / SERVE_SCORES, compression="zstd")
     prep.pricing.table().to_csv(directory / PRICING_CSV, index=False)
     stats.timings_s["write"] = time.perf_counter() - t_w
     stats.timings_s["total"] = time.perf_counter() - t0
@@ -142,9 +157,10 @@ def score_into(prep: Prepared, settings: ScoreSettings, directory: Path) -> Scor
         "stats": stats.as_dict(),
     }
     (directory / RUN_JSON).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    log.info("scored %d cells (%d graphs, %d distinct ops, %d GPUs, %d failed) in %.1f s",
-             stats.cells, stats.graphs, stats.distinct_ops, stats.gpus, stats.failed_cells, stats.timings_s["total"])
-    return ScoreRun(directory, table, stats, meta)
+    log.info("scored %d cells and %d serve cells (%d graphs, %d distinct ops, %d GPUs, %d and %d failed) in %.1f s",
+             stats.cells, stats.serve_cells, stats.graphs, stats.distinct_ops, stats.gpus, stats.failed_cells,
+             stats.failed_serve_cells, stats.timings_s["total"])
+    return ScoreRun(directory, table, stats, meta, serve)
 
 
 def run_score(settings: ScoreSettings) -> ScoreRun:
@@ -155,7 +171,13 @@ def run_score(settings: ScoreSettings) -> ScoreRun:
     with store.stage(prep.date) as staging:
         run = score_into(prep, settings, staging)
     path = store.path(prep.date)
-    return ScoreRun(path, run.table, run.stats, run.meta)
+    return ScoreRun(path, run.table, run.stats, run.meta, run.serve)
+
+
+def read_serve(path: Path) -> pd.DataFrame | None:
+    """A run directory's serve table, None when the run scored no serve cells."""
+    file = Path(path) / SERVE_SCORES
+    return pd.read_parquet(file) if file.exists() else None
 
 
 def read_run(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -177,4 +199,13 @@ def settings_from_config(cfg: Mapping[str, Any]) -> ScoreSettings:
         output_dir=resolve(cfg.get("output_dir") or "reports"), date=cfg.get("date"),
         fit=FitPolicy(**fit), progress=cfg.get("progress"), graph_cache=bool(cfg.get("graph_cache", True)),
         cache_dir=resolve(cfg["cache_dir"]) if cfg.get("cache_dir") else None,
-        calibrate=bool(cfg.get("calibrate", True)))
+        calibrate=bool(cfg.get("calibrate", True)),
+        max_cells=_max_cells(cfg.get("max_cells", ScoreSettings.max_cells)))
+
+
+def _max_cells(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"max_cells must be a positive integer or null (no limit), got {value!r}")
+    return value

@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tilecast.forecast.summary import GROUPS
-from tilecast.scoring.matrix import CELL_KEYS, DEFAULT_DTYPE
+from tilecast.scoring.matrix import CELL_KEYS, DEFAULT_DTYPE, SERVE_KEYS
 
 #: op families (and ``mem``/``comm``) with an ``ms_<family>`` column, as ``forecast.summarise`` names them (the
 #: tensor-core groups after the original eight, so older columns keep their place)
@@ -59,3 +59,32 @@ def with_defaults(df: pd.DataFrame) -> pd.DataFrame:
 def read_scores(path) -> pd.DataFrame:
     """Read a ``scores.parquet`` back (nullable booleans stay nullable; older tables get ``dtype`` fp32)."""
     return with_defaults(pd.read_parquet(path))
+
+
+#: the serve table (``serve_scores.parquet``): one row per serve cell. Latency per request and per decode
+#: step, throughput per GPU and per user, per-GPU memory and fit (``fits`` false: the numbers are still
+#: given, with the memory it needs), cost per 1M output tokens of the tensor-parallel group, the largest
+#: concurrency whose KV cache fits, provenance and ``error`` (null unless the cell could not be forecast)
+SERVE_SCHEMA = pa.schema([
+    ("model", pa.string()), ("gpu", pa.string()), ("dtype", pa.string()), ("tp", pa.int64()),
+    ("isl", pa.int64()), ("osl", pa.int64()), ("concurrency", pa.int64()), ("n_gpus", pa.int64()),
+    ("ttft_ms", pa.float64()), ("tpot_ms", pa.float64()), ("request_latency_ms", pa.float64()),
+    ("prefill_ms", pa.float64()), ("decode_step_ms", pa.float64()),
+    ("tokens_per_s_per_gpu", pa.float64()), ("tokens_per_s_per_user", pa.float64()),
+    ("mem_required_gib", pa.float64()), ("gpu_mem_gib", pa.float64()), ("weights_gib", pa.float64()),
+    ("kv_cache_gib", pa.float64()), ("fits", pa.bool_()), ("max_concurrency", pa.int64()),
+    ("usd_per_gpu_hour", pa.float64()), ("cost_per_1m_output_tokens_usd", pa.float64()),
+    ("price_estimate", pa.bool_()),
+    ("predictor", pa.string()), ("versions", pa.string()), ("run_date", pa.string()),
+    ("error", pa.string()),
+])
+SERVE_COLUMNS = tuple(SERVE_SCHEMA.names)
+assert SERVE_COLUMNS[: len(SERVE_KEYS)] == SERVE_KEYS
+
+
+def conform_serve(df: pd.DataFrame) -> pa.Table:
+    """The serve table as Arrow with exactly :data:`SERVE_SCHEMA`."""
+    missing = [c for c in SERVE_COLUMNS if c not in df]
+    if missing:
+        raise ValueError(f"serve table misses columns {missing}")
+    return pa.Table.from_pandas(df[list(SERVE_COLUMNS)], schema=SERVE_SCHEMA, preserve_index=False)
