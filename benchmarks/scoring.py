@@ -32,6 +32,8 @@ from pathlib import Path
 
 import psutil
 
+from tilecast.tiles.ops import FP32_FAMILIES
+
 ROOT = Path(__file__).resolve().parents[1]
 MB = 1024 * 1024
 
@@ -93,14 +95,14 @@ def champion_available(tracking_uri: str | None = None) -> bool:
         from tilecast.registry.tracking import configure
 
         configure(tracking_uri)
-        return all(v is not None for v in alias_versions(CHAMPION, ("bmm", "linear", "elementwise", "softmax",
-                                                                     "layernorm")).values())
+        return all(v is not None for v in alias_versions(CHAMPION, FP32_FAMILIES).values())
     except Exception:  # noqa: BLE001 - no registry here: the roofline stands in
         return False
 
 
 def table(rows: list[dict]) -> str:
-    cols = [("matrix", "{}"), ("workers", "{}"), ("cache", "{}"), ("cells", "{:,}"), ("graphs", "{:,}"),
+    cols = [("matrix", "{}"), ("workers", "{}"), ("cache", "{}"), ("cells", "{:,}"), ("serve_cells", "{:,}"),
+            ("forecast_cells", "{:,}"), ("graphs", "{:,}"),
             ("distinct_ops", "{:,}"), ("wall_s", "{:.1f}"), ("cpu_s", "{:.0f}"), ("total_s", "{:.1f}"),
             ("cells_per_s", "{:,.0f}"),
             ("cluster_s", "{:.1f}"), ("graphs_s", "{:.1f}"), ("predict_s", "{:.1f}"), ("aggregate_s", "{:.2f}"),
@@ -128,10 +130,13 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="tilecast-bench-") as tmp:
                 for cache in ("cold", "warm"):
                     r = run_job(matrix, workers, forecaster, Path(tmp), args.tracking_uri)
-                    r.update(matrix=matrix, workers=workers, cache=cache,
-                             cells_per_s=r["cells"] / r["total_s"])
+                    r.setdefault("serve_cells", 0)
+                    scored = r["cells"] + r["serve_cells"]
+                    r.update(matrix=matrix, workers=workers, cache=cache, cells_per_s=scored / r["total_s"],
+                             forecast_cells=scored - r["failed_cells"] - r.get("failed_serve_cells", 0))
                     rows.append(r)
-                    print(f"{matrix:8s} workers={workers} {cache}: {r['cells']} cells in {r['total_s']:.1f} s "
+                    print(f"{matrix:8s} workers={workers} {cache}: {scored} cells ({r['forecast_cells']} with a "
+                          f"forecast) in {r['total_s']:.1f} s "
                           f"({r['cells_per_s']:.0f} cells/s), job {r['wall_s']:.1f} s, RSS client "
                           f"{r['client_rss_mb']:.0f} MB / all {r['tree_rss_mb']:.0f} MB", flush=True)
     load = os.getloadavg()
