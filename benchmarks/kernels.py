@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tilecast.atomic import write_text_atomic
 from tilecast.metrics import ape_pct
 from tilecast.predictors import TRAINING_GPUS, UNSEEN_GPUS, evaluation_rows, fit_predictor, training_rows
 from tilecast.predictors.calibration import fit_calibration
@@ -212,13 +212,6 @@ def targets(df: pd.DataFrame, default: str) -> list[str]:
     return lines
 
 
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small fits (smoke run)")
@@ -255,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 tiles += tile_rows(family, lf["xgboost"], fit_rows, held_rows, [held], "leave-one-GPU-out")
         log(f"{family}: evaluated ({time.perf_counter() - t_start:.0f}s so far)")
     speeds = speed(fitted_all)
-    write_atomic(args.out, render(args, pd.DataFrame(unseen), pd.DataFrame(train_gpus), pd.DataFrame(logo),
+    write_text_atomic(args.out, render(args, pd.DataFrame(unseen), pd.DataFrame(train_gpus), pd.DataFrame(logo),
                                   pd.DataFrame(tiles), pd.DataFrame(fit_s), pd.DataFrame(speeds),
                                   time.perf_counter() - t_start))
     log(f"wrote {args.out}")

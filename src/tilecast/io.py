@@ -1,12 +1,16 @@
-"""Table I/O shared by the jobs: read CSV or Parquet, write atomically (nothing partial on failure)."""
+"""Table I/O shared by the jobs: read CSV or Parquet, write atomically (nothing partial on failure, through
+:func:`tilecast.atomic.write_atomic`, the project's one atomic write)."""
 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
+
+from tilecast.atomic import write_atomic
+
+__all__ = ["read_table", "write_atomic", "write_table"]
 
 
 def read_table(path: str | os.PathLike) -> pd.DataFrame:
@@ -19,22 +23,6 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
     if p.suffix == ".csv":
         return pd.read_csv(p)
     raise ValueError(f"input table {p}: expected a .csv or .parquet file")
-
-
-def write_atomic(path: str | os.PathLike, write) -> Path:
-    """Call ``write(tmp_path)`` then move the file into place, so readers never see half a file."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=p.suffix, dir=p.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; outputs are meant to be read by others
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
 
 
 def write_table(df: pd.DataFrame, path: str | os.PathLike) -> Path:

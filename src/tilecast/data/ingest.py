@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tilecast.atomic import fsync_tree, swap_in
 from tilecast.data.datasets import DATASETS, Dataset, get_dataset
 from tilecast.data.parquet import write_parquet
 from tilecast.data.provenance import render
@@ -128,9 +129,22 @@ def run_ingest(source: Path, output: Path, source_label: str | None = None,
     return report
 
 
+def _recover(output: Path) -> None:
+    """A previous ingest killed between its two renames left the old tree whole under ``.<name>.old-<pid>``
+    and no ``<name>``: put it back before anything else."""
+    if output.exists():
+        return
+    for old in sorted(output.parent.glob(f".{output.name}.old-*")):
+        if (old / "PROVENANCE.md").is_file():
+            log.warning("%s was left aside by an interrupted ingest: restoring it", old)
+            os.rename(old, output)
+            return
+
+
 def _write(report: IngestReport, spec: Dataset, license_path: Path, source_label: str, command: str | None) -> None:
     output = report.output
     output.parent.mkdir(parents=True, exist_ok=True)
+    _recover(output)
     stage = Path(tempfile.mkdtemp(prefix=f".{output.name}.staging-", dir=output.parent))
     old = output.with_name(f".{output.name}.old-{os.getpid()}")
     try:
@@ -145,14 +159,9 @@ def _write(report: IngestReport, spec: Dataset, license_path: Path, source_label
                       [src for src, _ in report.copied])
         (stage / "PROVENANCE.md").write_text(text, encoding="utf-8")
         os.chmod(stage, 0o755)
-        if output.exists():
-            os.replace(output, old)
-        try:
-            os.replace(stage, output)
-        except OSError:
-            if old.exists():
-                os.replace(old, output)  # put the previous tree back
-            raise
+        fsync_tree(stage)
+        replaced = swap_in(stage, output, old)  # the old tree whole under ``old`` until the new one is in place
+        if replaced is not None:
+            shutil.rmtree(replaced, ignore_errors=True)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)

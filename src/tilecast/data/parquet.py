@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from tilecast.atomic import write_atomic
 
 #: fixed writer settings; no pandas metadata, no timestamps, one row group per 1M rows.
 WRITE_OPTIONS = {
@@ -19,8 +20,5 @@ WRITE_OPTIONS = {
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
-    """Write ``table`` to ``path`` atomically (temp file, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table.replace_schema_metadata(None), tmp, **WRITE_OPTIONS)
-    os.replace(tmp, path)
+    """Write ``table`` to ``path`` atomically (:func:`tilecast.atomic.write_atomic`)."""
+    write_atomic(path, lambda tmp: pq.write_table(table.replace_schema_metadata(None), tmp, **WRITE_OPTIONS))

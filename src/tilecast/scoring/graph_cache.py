@@ -19,9 +19,12 @@ import ast
 import hashlib
 import logging
 import time
+import uuid
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 import tilecast
 from tilecast.io import write_atomic
@@ -30,6 +33,10 @@ from tilecast.scoring.graphs import FRAME_COLUMNS
 from tilecast.scoring.matrix import BUILD_KEYS
 
 log = logging.getLogger(__name__)
+
+#: Parquet metadata key: the same random token in both files of one save (a crash between the two writes
+#: leaves files of two saves, which are rebuilt, never read together)
+PAIR_KEY = b"tilecast.cache_pair"
 
 #: version of the cached columns (2: ``dtype`` is a graph key, op rows carry ``dtype`` and ``hkv``, and the
 #: op rows reference their graph's info row by ``graph_id`` instead of repeating the graph keys; 3: the
@@ -122,6 +129,11 @@ class GraphCache:
         if not (self.rows_path.exists() and self.info_path.exists()):
             return None
         try:
+            pair = {(pq.read_schema(p).metadata or {}).get(PAIR_KEY) for p in (self.rows_path, self.info_path)}
+            if len(pair) != 1 or None in pair:
+                log.warning("graph cache %s: op rows and graph index are from different runs (a run stopped "
+                            "between writing them): rebuilding", self.rows_path)
+                return None
             rows, info = pd.read_parquet(self.rows_path), pd.read_parquet(self.info_path)
         except Exception as exc:  # noqa: BLE001 - a damaged cache is rebuilt, never trusted
             log.warning("graph cache %s unreadable (%s): rebuilding", self.rows_path, exc)
@@ -140,8 +152,14 @@ class GraphCache:
         keep = info.loc[~_transient(info["graph_error"]) & ~_transient(info["mem_error"])]
         rows = rows.loc[rows["graph_id"].isin(keep["graph_id"])]
         self.directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.rows_path, lambda t: rows.to_parquet(t, index=False))
-        write_atomic(self.info_path, lambda t: keep.to_parquet(t, index=False))
+        token = uuid.uuid4().hex.encode()
+        write_atomic(self.rows_path, lambda t: _write_paired(rows, t, token))
+        write_atomic(self.info_path, lambda t: _write_paired(keep, t, token))
         for old in self.directory.glob("graphs-*.parquet"):
             if self.fingerprint not in old.name and _age_s(old) > _KEEP_OTHERS_S:
                 old.unlink(missing_ok=True)
+
+
+def _write_paired(df: pd.DataFrame, path: Path, token: bytes) -> None:
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), PAIR_KEY: token}), path)
