@@ -36,3 +36,33 @@ def smoke_scores():
             Client(cluster) as client:
         table, _ = score_cells(cells, client, PredictorSource("roofline"), load_pricing(cfg["pricing"]))
     return table.assign(run_date="2026-01-01")
+
+
+@pytest.fixture(scope="session")
+def serve_scores():
+    """A real serve table: Llama-3.1-8B on three GPUs, bf16 and fp8, tp 1 and 2, three concurrencies
+    (:mod:`tests.reports.serve_data`)."""
+    from tests.reports.serve_data import serve_frame
+
+    return serve_frame()
+
+
+@pytest.fixture(scope="session")
+def built_report(tmp_path_factory, smoke_scores, serve_scores, report_cfg):
+    """A report of the smoke run with a serve table, compared with a previous run 10% faster, in process."""
+    import dataclasses
+
+    from tilecast.reports.build import build_report
+    from tilecast.reports.diff import compare_runs
+    from tilecast.reports.run import settings_from_config
+    from tilecast.reports.tables import Slice
+
+    settings, fleet = settings_from_config(report_cfg)
+    settings = dataclasses.replace(settings, slice=Slice(seq_len=512))  # the smoke matrix's length
+    tonight = smoke_scores.copy()
+    tonight.loc[tonight["error"].isna(), "e2e_ms"] *= 1.10
+    diff = compare_runs(tonight, smoke_scores, "2026-01-02", "2026-01-01", settings.diff_threshold)
+    directory = tmp_path_factory.mktemp("report")
+    build_report(directory, tonight, {"date": "2026-01-02", "matrix": "smoke", "predictor": "roofline"}, settings,
+                 fleet, diff, serve=serve_scores, previous_serve=serve_scores)
+    return directory

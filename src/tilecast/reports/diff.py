@@ -3,7 +3,7 @@ or removed, cells that fail."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,8 @@ class RunDiff:
     failed: pd.DataFrame  # keys + error of cells failing in current
     newly_failed: int  # failing now, forecast before
     compared: int  # cells forecast in both runs
+    previous_scores: pd.DataFrame | None = field(default=None, repr=False)  # the previous run's table (what
+    # the report's recommendations compare with)
 
     def summary(self) -> dict[str, int | float | str | None]:
         return {"previous": self.previous, "compared": self.compared, "moved": len(self.moved),
@@ -64,4 +66,4 @@ def compare_runs(current: pd.DataFrame, previous: pd.DataFrame | None, current_n
     moved = moved.reindex(moved["change_pct"].abs().sort_values(ascending=False).index).reset_index(drop=True)
     newly_failed = int((common["error"].notna() & common["error_prev"].isna()).sum())
     return RunDiff(current_name, previous_name, threshold, moved, new, removed, failed, newly_failed,
-                   int(valid.sum()))
+                   int(valid.sum()), with_defaults(previous))

@@ -1,5 +1,5 @@
-"""Report plots as PNG: step time vs batch per GPU, and the cost vs latency Pareto front per model; one panel
-per (model, dtype) workload."""
+"""Report plots as PNG: step time vs batch per GPU, the cost vs latency Pareto front per model (one panel per
+(model, dtype) workload), and the serving Pareto front (one panel per serve workload)."""
 
 from __future__ import annotations
 
@@ -136,4 +136,44 @@ def cost_latency_pareto(scores: pd.DataFrame, mode: str, sl: Slice, path: Path) 
         ax.grid(True, which="both", alpha=0.3)
     fig.suptitle(f"{mode}: cost vs latency, Pareto front in red (GPU, batch)")
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))
+    return _save(fig, path)
+
+
+def serving_pareto(serve: pd.DataFrame, workloads: list[tuple[str, str, int, int]], tpot_target_ms: float,
+                   path: Path) -> Path | None:
+    """One panel per serve workload (model, dtype, isl, osl): output tokens/s per GPU against tokens/s per user,
+    per GPU the Pareto front of its fitting (tp, concurrency) cells (those no other of its cells beats on
+    both), the TPOT target as a vertical line (points right of it meet it). ``serve``: a serve table
+    (:data:`tilecast.scoring.schema.SERVE_SCHEMA`)."""
+    from tilecast.reports.serve import fitting_cells
+
+    fit = fitting_cells(serve)
+    if fit.empty or not workloads:
+        return None
+    gpus = sorted(fit["gpu"].unique())
+    styles = _gpu_styles(gpus)
+    fig, axes = _grid(len(workloads))
+    for ax, (model, dtype, isl, osl) in zip(axes, workloads, strict=False):
+        w = fit.loc[(fit["model"] == model) & (fit["dtype"] == dtype) & (fit["isl"] == isl) & (fit["osl"] == osl)]
+        for gpu, g in w.groupby("gpu"):
+            user = g["tokens_per_s_per_user"].to_numpy(dtype=float)
+            per_gpu = g["tokens_per_s_per_gpu"].to_numpy(dtype=float)
+            # maximise both: minimise GPU-seconds per token and the time per output token
+            front = pareto_front(1.0 / per_gpu, 1e3 / user)
+            ax.plot(user[front], per_gpu[front], ms=3, lw=1, label=gpu, **styles[gpu])
+        ax.axvline(1e3 / tpot_target_ms, color="k", lw=0.8, ls="--")
+        _log_axes(ax)
+        ax.set_title(f"{model} {dtype} isl {isl} / osl {osl}", fontsize=9)
+        ax.set_xlabel("output tokens/s per user", fontsize=8)
+        ax.set_ylabel("output tokens/s per GPU", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, which="both", alpha=0.3)
+    rows = math.ceil(len(gpus) / 6)
+    top = 1 - (0.35 + 0.18 * rows) / fig.get_figheight()
+    fig.suptitle(f"serving: throughput per GPU vs per user, Pareto front per GPU (tp, concurrency); dashed: "
+                 f"TPOT {tpot_target_ms:g} ms", y=0.995, fontsize=10)
+    handles = [plt.Line2D([], [], ms=3, lw=1, **styles[g]) for g in gpus]
+    fig.legend(handles, gpus, loc="upper center", ncol=min(6, len(gpus)), fontsize=7, frameon=False,
+               bbox_to_anchor=(0.5, 1 - 0.3 / fig.get_figheight()))
+    fig.tight_layout(rect=(0, 0, 1, top))
     return _save(fig, path)

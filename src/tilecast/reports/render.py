@@ -1,7 +1,10 @@
 """A report as a list of blocks, rendered to Markdown and to one self-contained HTML file.
 
 Blocks: :class:`Heading`, :class:`Text`, :class:`Table` (a DataFrame, rows capped in the rendered
-page), :class:`Image` (a PNG next to the report; Markdown links it, HTML embeds it as base64).
+page), :class:`Image` (a PNG next to the report; Markdown links it, HTML embeds it as base64) and
+:class:`Details` (a titled group of blocks: a collapsed ``<details>`` in HTML, a plain section in
+Markdown, in the same place) and :class:`Nav` (links to anchors of the page, HTML only). The HTML page runs
+no script and loads nothing from outside the file.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import pandas as pd
 
 @dataclass(frozen=True)
 class Heading:
-    text: str
+    text: str  # `code` and **bold** are rendered in HTML too
     level: int = 2
+    id: str | None = None  # HTML id (an anchor a :class:`Nav` links to)
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,7 @@ class Table:
     caption: str = ""
     max_rows: int = 60
     csv: str | None = None  # relative path of the full table, when one is written beside the report
+    id: str | None = None  # HTML id of the table (an anchor; what a browser test looks for)
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,24 @@ class Image:
     rel: str  # path relative to the report
 
 
-Block = Heading | Text | Table | Image
+@dataclass(frozen=True)
+class Details:
+    """A titled group of blocks, collapsed in HTML until opened (the full tables below the decisions)."""
+
+    summary: str
+    blocks: tuple  # of Block
+    id: str | None = None
+    open: bool = False
+
+
+@dataclass(frozen=True)
+class Nav:
+    """Links to anchors in the page (HTML only: a line of ``#id`` links; Markdown has its headings)."""
+
+    links: tuple[tuple[str, str], ...]  # (text, id)
+
+
+Block = Heading | Text | Table | Image | Details | Nav
 
 
 def fmt(value: object) -> str:
@@ -80,9 +102,7 @@ def _more(t: Table, hidden: int) -> str:
     return f"{hidden} more rows not shown{where}."
 
 
-def to_markdown(title: str, blocks: list[Block]) -> str:
-    """The report as GitHub-flavoured Markdown (images linked relative to the report)."""
-    out = [f"# {title}", ""]
+def _markdown_blocks(blocks, out: list[str]) -> None:
     for b in blocks:
         if isinstance(b, Heading):
             out += [f"{'#' * (b.level)} {b.text}", ""]
@@ -106,15 +126,28 @@ def to_markdown(title: str, blocks: list[Block]) -> str:
                 out += [f"Full table: `{b.csv}`.", ""]
         elif isinstance(b, Image):
             out += [f"![{b.alt}]({b.rel})", ""]
+        elif isinstance(b, Details):
+            out += [f"## {b.summary}", ""]
+            _markdown_blocks(b.blocks, out)
+
+
+def to_markdown(title: str, blocks: list[Block]) -> str:
+    """The report as GitHub-flavoured Markdown (images linked relative to the report; a :class:`Details` group
+    is a level-2 section, its headings one level below)."""
+    out = [f"# {title}", ""]
+    _markdown_blocks(blocks, out)
     return "\n".join(out).rstrip() + "\n"
 
 
-_CSS = """body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1400px;
+_CSS = """body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:1em auto;max-width:1400px;
 color:#222;padding:0 1em}table{border-collapse:collapse;font-size:12px;margin:.5em 0 1.5em}
 th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f2f2f2;position:sticky;top:0}
 td:first-child,th:first-child{text-align:left}caption{text-align:left;font-style:italic;padding:4px 0}
 img{max-width:100%;border:1px solid #eee}code{background:#f4f4f4;padding:0 3px}
-.wrap{overflow-x:auto}p.note{color:#555;font-size:12px}"""
+.wrap{overflow-x:auto}p.note{color:#555;font-size:12px}h1{font-size:1.5em;margin:.2em 0}
+h2{font-size:1.2em;margin:.8em 0 .3em}details{margin:.3em 0;border-top:1px solid #ddd}
+summary{cursor:pointer;font-weight:600;font-size:1.1em;padding:.4em 0}details>h3{font-size:1em}
+td.t,th.t{text-align:left}p.nav{font-size:13px;margin:.2em 0}p.nav a{color:#1a5fb4}"""
 
 
 def _inline(text: str) -> str:
@@ -126,30 +159,53 @@ def _inline(text: str) -> str:
     return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", s)
 
 
-def to_html(title: str, blocks: list[Block]) -> str:
-    """The report as one HTML file: inline CSS, images embedded as base64 PNG."""
-    out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>", f"<title>{html.escape(title)}</title>",
-           f"<style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>"]
+def _html_blocks(blocks, out: list[str]) -> None:
     for b in blocks:
         if isinstance(b, Heading):
             lvl = min(6, max(2, b.level))
-            out.append(f"<h{lvl}>{html.escape(b.text)}</h{lvl}>")
+            out.append(f"<h{lvl}{_id(b.id)}>{_inline(b.text)}</h{lvl}>")
         elif isinstance(b, Text):
             out += [f"<p>{_inline(p)}</p>" for p in b.text.split("\n\n")]
         elif isinstance(b, Table):
+            ident = _id(b.id)
             if b.frame.empty:
-                out.append(f"<p class='note'>{_inline(b.caption)}: (none)</p>")
+                out.append(f"<p class='note'{ident}>{_inline(b.caption)}: (none)</p>")
                 continue
             header, body, hidden = _rows(b)
             cap = f"<caption>{_inline(b.caption)}</caption>" if b.caption else ""
-            head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-            rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body)
-            out.append(f"<div class='wrap'><table>{cap}<thead><tr>{head}</tr></thead>"
+            text = [" class='t'" if _is_text(b.frame.iloc[:, i]) else "" for i in range(b.frame.shape[1])]
+            head = "".join(f"<th{t}>{html.escape(h)}</th>" for h, t in zip(header, text, strict=True))
+            rows = "".join("<tr>" + "".join(f"<td{t}>{html.escape(c)}</td>" for c, t in zip(r, text, strict=True))
+                           + "</tr>" for r in body)
+            out.append(f"<div class='wrap'><table{ident}>{cap}<thead><tr>{head}</tr></thead>"
                        f"<tbody>{rows}</tbody></table></div>")
             if hidden:
                 out.append(f"<p class='note'>{_inline(_more(b, hidden))}</p>")
         elif isinstance(b, Image):
             data = base64.b64encode(Path(b.path).read_bytes()).decode("ascii")
             out.append(f"<p><img alt='{html.escape(b.alt)}' src='data:image/png;base64,{data}'></p>")
+        elif isinstance(b, Details):
+            out.append(f"<details{_id(b.id)}{' open' if b.open else ''}><summary>{_inline(b.summary)}</summary>")
+            _html_blocks(b.blocks, out)
+            out.append("</details>")
+        elif isinstance(b, Nav):
+            links = " · ".join(f"<a href='#{html.escape(i)}'>{html.escape(t)}</a>" for t, i in b.links)
+            out.append(f"<p class='nav'>{links}</p>")
+
+
+def _id(ident: str | None) -> str:
+    return f" id='{html.escape(ident)}'" if ident else ""
+
+
+def _is_text(col: pd.Series) -> bool:
+    """A column of words (left-aligned), not numbers."""
+    return col.dtype == object or pd.api.types.is_string_dtype(col)
+
+
+def to_html(title: str, blocks: list[Block]) -> str:
+    """The report as one HTML file: inline CSS, images embedded as base64 PNG, :class:`Details` collapsed."""
+    out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>", f"<title>{html.escape(title)}</title>",
+           f"<style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>"]
+    _html_blocks(blocks, out)
     out.append("</body></html>")
     return "\n".join(out) + "\n"

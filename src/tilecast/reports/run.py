@@ -16,7 +16,8 @@ import pandas as pd
 from tilecast.reports.build import ReportSettings, build_report, fit_blocks
 from tilecast.reports.diff import RunDiff, compare_runs
 from tilecast.reports.fleet import Fleet
-from tilecast.scoring.run import PRICING_CSV, RUN_JSON, read_run
+from tilecast.reports.serve import ServeTargets
+from tilecast.scoring.run import PRICING_CSV, RUN_JSON, read_run, read_serve
 from tilecast.scoring.store import RunStore
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def write_report_into(directory: Path, store: RunStore, date: str, settings: Rep
     from tilecast.scoring.metrics import FitPolicy
 
     scores, meta = read_run(directory)
-    diff = None
+    diff, prev = None, None
     if compare:
         prev = previous_run(store, date, meta.get("matrix"))
         prev_scores = read_run(store.root / prev)[0] if prev else None
@@ -63,7 +64,8 @@ def write_report_into(directory: Path, store: RunStore, date: str, settings: Rep
         except (FileNotFoundError, ImportError) as exc:  # no shipped labels / no memory model here
             log.warning("memory check skipped: %s", exc)
     pricing = pd.read_csv(directory / PRICING_CSV) if (directory / PRICING_CSV).exists() else None
-    md, html = build_report(directory, scores, meta, settings, fleet, diff, blocks, pricing)
+    md, html = build_report(directory, scores, meta, settings, fleet, diff, blocks, pricing,
+                            serve=read_serve(directory), previous_serve=read_serve(store.root / prev) if prev else None)
     return md, html, diff, fit_summary
 
 
@@ -71,6 +73,7 @@ def run_report(output_dir: Path, run: str | None, settings: ReportSettings, flee
                compare: bool = True) -> ReportResult:
     """Report on ``run`` (``latest`` or a date) under ``output_dir``, replacing any earlier report of it."""
     store = RunStore(output_dir)
+    store.recover()  # a run a crashed publish left only under its .old- name is back before it is looked up
     date = store.resolve(run).name
     with store.stage(date, from_existing=True) as staging:
         md, html, diff, fit = write_report_into(staging, store, date, settings, fleet, compare)
@@ -88,6 +91,6 @@ def settings_from_config(cfg: dict) -> tuple[ReportSettings, Fleet | None]:
     sl = Slice(int(head.get("seq_len", 1024)), canonical_parallel(head.get("parallel")), bool(head.get("fused", False)))
     targets = {str(k): float(v) for k, v in (cfg.get("latency_targets_ms") or {}).items()}
     settings = ReportSettings(targets or ReportSettings().targets_ms, sl, int(cfg.get("max_rows", 60)),
-                              float(cfg.get("diff_threshold", 0.05)))
+                              float(cfg.get("diff_threshold", 0.05)), ServeTargets.from_config(cfg.get("serve")))
     fleet = load_fleet(cfg["fleet"]) if cfg.get("fleet") else None
     return settings, fleet

@@ -15,6 +15,12 @@ import numpy as np
 import pandas as pd
 
 WORKLOAD_KEYS = ("model", "dtype", "mode", "batch", "seq_len", "parallel", "fused")
+#: a decision is made per workload: a model in one precision, inference or training (batch is chosen)
+DECISION_KEYS = ("model", "mode", "dtype")
+#: optional columns of a score table holding a forecast interval of ``e2e_ms`` (low, high); a table without them
+#: gets "no interval" in the recommendations' confidence column
+INTERVAL_COLUMNS = ("pred_lo_ms", "pred_hi_ms")
+NO_INTERVAL = "no interval"
 
 
 @dataclass(frozen=True)
@@ -120,3 +126,104 @@ def failed_cells(scores: pd.DataFrame) -> pd.DataFrame:
                      + " s" + bad["seq_len"].astype(str) + " " + bad["mode"] + " " + bad["parallel"])
     return (bad.groupby("error").agg(cells=("example", "size"), example=("example", "first"))
             .reset_index().sort_values("cells", ascending=False).reset_index(drop=True))
+
+
+def confidence(value: pd.Series, lo: pd.Series | None, hi: pd.Series | None, target: pd.Series) -> pd.Series:
+    """How sure a forecast meeting (or missing) ``target`` is, from its interval: ``lo-hi ms`` and whether the
+    whole interval is on the same side of the target; :data:`NO_INTERVAL` where there is none."""
+    out = pd.Series(NO_INTERVAL, index=value.index, dtype=object)
+    if lo is None or hi is None:
+        return out
+    lo_v, hi_v = lo.to_numpy(dtype=float), hi.to_numpy(dtype=float)
+    v, t = value.to_numpy(dtype=float), target.to_numpy(dtype=float)
+    for i, idx in enumerate(value.index):
+        if not (np.isfinite(lo_v[i]) and np.isfinite(hi_v[i]) and np.isfinite(v[i])):
+            continue
+        if hi_v[i] <= t[i]:
+            verdict = "meets even at the high end"
+        elif lo_v[i] > t[i]:
+            verdict = "misses even at the low end"
+        else:
+            verdict = "interval spans the target"
+        out[idx] = f"{_fmt_ms(lo_v[i])}-{_fmt_ms(hi_v[i])} ms: {verdict}"
+    return out
+
+
+def recommendations(scores: pd.DataFrame, targets_ms: dict[str, float], sl: Slice,
+                    previous: pd.DataFrame | None = None, threshold: float = 0.05) -> pd.DataFrame:
+    """Per workload (model, mode, dtype) in the headline slice: the cheapest GPU and batch (per 1M tokens) whose
+    cell fits and meets the mode's step-time target; what a fleet owner reads first.
+
+    Columns: ``model, mode, dtype, seq_len, gpu, batch, step_ms, target_ms, margin_pct`` (how far under the
+    target, negative: over it), ``usd_per_1m_tokens, usd_per_step, meeting`` (GPUs meeting the target at some
+    batch), ``confidence`` (the forecast interval against the target, see :data:`INTERVAL_COLUMNS`) and, when
+    ``previous`` (the previous run's score table) is given, ``since_previous``: ``new``, ``same`` (same GPU and
+    batch, step time within ``threshold``), ``step +x%`` or ``was <gpu> b<batch>``. Where no GPU meets the
+    target, ``gpu`` says so and ``step_ms`` / ``margin_pct`` are those of the fastest fitting cell.
+    """
+    cur = _pick(scores, targets_ms, sl)
+    if cur.empty:
+        return cur
+    if previous is not None:
+        prev = _pick(previous, targets_ms, sl)
+        keys = list(DECISION_KEYS)
+        both = cur[keys].merge(prev[[*keys, "gpu", "batch", "step_ms"]] if len(prev) else
+                               pd.DataFrame(columns=[*keys, "gpu", "batch", "step_ms"]),
+                               on=keys, how="left", suffixes=("", "_prev"))
+        cur["since_previous"] = [since_previous(c, p, ("gpu", "batch"), "step_ms", "step", threshold) for c, p in
+                                 zip(cur.to_dict("records"), both.to_dict("records"), strict=True)]
+    return cur
+
+
+def since_previous(cur: dict, prev: dict, pick: tuple[str, ...], value: str, label: str,
+                   threshold: float = 0.05) -> str:
+    """What changed in one recommendation since the previous run: ``new`` (no pick last time), ``was <pick>``
+    (another GPU or setting), ``<label> +x%`` (the same pick, ``value`` moved by more than ``threshold``) or
+    ``same``. ``prev`` holds the previous run's columns (NaN where it had no pick)."""
+    if not isinstance(prev.get(pick[0]), str):
+        return "new"
+    if any(_plain(prev[c]) != _plain(cur[c]) for c in pick):
+        rest = " ".join(f"{c}={_plain(prev[c])}" for c in pick[1:] if pd.notna(prev[c]))
+        return f"was {prev[pick[0]]}" + (f" ({rest})" if rest else "")
+    a, b = float(prev[value]), float(cur[value])
+    change = (b - a) / a if a > 0 else np.nan
+    if not np.isfinite(change) or abs(change) <= threshold:
+        return "same"
+    return f"{label} {100 * change:+.0f}%"
+
+
+def _plain(v: object) -> str:
+    return str(int(v)) if isinstance(v, (int, float, np.integer, np.floating)) and float(v).is_integer() else str(v)
+
+
+def _pick(scores: pd.DataFrame, targets_ms: dict[str, float], sl: Slice) -> pd.DataFrame:
+    keys = list(DECISION_KEYS)
+    sub = fitting(headline(scores, sl))
+    sub = sub.loc[sub["mode"].isin(list(targets_ms))]
+    if sub.empty:
+        return pd.DataFrame()
+    sub = sub.assign(target_ms=sub["mode"].map(targets_ms).astype(float))
+    meet = sub.loc[sub["e2e_ms"] <= sub["target_ms"]]
+    best = meet.loc[meet.groupby(keys)["cost_per_1m_tokens_usd"].idxmin()]
+    fastest = sub.loc[sub.groupby(keys)["e2e_ms"].idxmin()]
+    fastest = fastest.loc[~fastest.set_index(keys).index.isin(best.set_index(keys).index)]
+    counts = meet.groupby(keys)["gpu"].nunique().rename("meeting")
+    rows = pd.concat([best.assign(_meets=True), fastest.assign(_meets=False)])
+    lo, hi = INTERVAL_COLUMNS
+    has_interval = lo in rows and hi in rows
+    out = pd.DataFrame({
+        "model": rows["model"], "mode": rows["mode"], "dtype": rows["dtype"], "seq_len": rows["seq_len"],
+        "gpu": np.where(rows["_meets"], rows["gpu"], "none meets the target; fastest " + rows["gpu"]),
+        "batch": rows["batch"], "step_ms": rows["e2e_ms"], "target_ms": rows["target_ms"],
+        "margin_pct": 100 * (rows["target_ms"] - rows["e2e_ms"]) / rows["target_ms"],
+        "usd_per_1m_tokens": rows["cost_per_1m_tokens_usd"].where(rows["_meets"]),
+        "usd_per_step": rows["cost_per_step_usd"].where(rows["_meets"]),
+        "confidence": confidence(rows["e2e_ms"], rows[lo] if has_interval else None,
+                                 rows[hi] if has_interval else None, rows["target_ms"]),
+    })
+    out = out.merge(counts.reset_index(), on=keys, how="left")
+    out["meeting"] = out["meeting"].fillna(0).astype(int)
+    out = out[[*out.columns.drop(["meeting", "confidence"]), "meeting", "confidence"]]
+    order = {m: i for i, m in enumerate(targets_ms)}
+    return (out.assign(_o=out["mode"].map(order)).sort_values(["model", "_o", "dtype"]).drop(columns="_o")
+            .reset_index(drop=True))
