@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -71,20 +72,27 @@ def roofline_section(quick: bool) -> list[str]:
     return ["## Roofline (spec sheet, no learning): APE % per GPU x dtype x family", "", md(table), ""]
 
 
+def logo_folds(fam: str, params: dict, sample: int | None = None
+               ) -> Iterator[tuple[str, pd.DataFrame, np.ndarray, float]]:
+    """Leave-one-GPU-out over the GPUs of a precision family's data: ``(left-out device, its rows, the
+    forecast of a model fit on every other GPU, fit seconds)`` per GPU (``sample``: at most that many rows,
+    drawn once with seed 0). ``benchmarks/generalisation.py`` calibrates its intervals on these."""
+    rows = tensor_rows(fam)
+    if sample is not None:
+        rows = rows.sample(n=min(len(rows), sample), random_state=0)
+    for gpu in tensor_training_gpus(fam):
+        test = rows.loc[rows["Device"] == gpu]
+        t0 = time.perf_counter()
+        model = fit_predictor("xgboost", fam, rows.loc[rows["Device"] != gpu], **params)
+        fit_s = time.perf_counter() - t0
+        yield gpu, test, model.predict_ms(test), fit_s
+
+
 def logo_section(params: dict, quick: bool) -> tuple[list[str], dict[str, float]]:
     out, fit_s = [], {}
     for fam in TENSOR_FAMILIES:
-        gpus = tensor_training_gpus(fam)
-        rows = tensor_rows(fam)
-        if quick:
-            rows = rows.sample(n=min(len(rows), 30000), random_state=0)
-        for gpu in gpus:
-            test = rows.loc[rows["Device"] == gpu]
-            train = rows.loc[rows["Device"] != gpu]
-            t0 = time.perf_counter()
-            model = fit_predictor("xgboost", fam, train, **params)
-            fit_s[f"{fam} without {short(gpu)}"] = time.perf_counter() - t0
-            pred = model.predict_ms(test)
+        for gpu, test, pred, secs in logo_folds(fam, params, 30000 if quick else None):
+            fit_s[f"{fam} without {short(gpu)}"] = secs
             roof = roofline_ms(test)
             for dtype, part in test.assign(_p=pred, _r=roof, dtype=row_dtypes(test)).groupby("dtype"):
                 s = summary(part["_p"].to_numpy(), part["Latency"].to_numpy())

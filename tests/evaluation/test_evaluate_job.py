@@ -49,8 +49,11 @@ def test_job_writes_one_row_per_label_and_logs_a_run(label_dir, store, tmp_path,
                           cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pd.read_csv(out, keep_default_na=False)
-    assert list(table.columns[:10]) == ["device", "tag", "model", "mode", "seq_len", "batch", "variant", "label_ms",
-                                        "pred_ms", "ape_pct"]
+    assert list(table.columns[:12]) == ["device", "tag", "model", "mode", "seq_len", "batch", "variant", "label_ms",
+                                        "pred_ms", "pred_lo_ms", "pred_hi_ms", "ape_pct"]
+    answered = table.loc[table["pred_ms"].astype(str) != ""]
+    lo, mid, hi = (pd.to_numeric(answered[c]) for c in ("pred_lo_ms", "pred_ms", "pred_hi_ms"))
+    assert len(answered) and (lo < mid).all() and (mid < hi).all()  # the 80% interval around the forecast
     assert sorted(table["tag"]) == sorted(["gpt2_large-inf-1024-4", "bert_large-inf-512-8-fusion",
                                            "gpt2_large-train-1024-4-tp4", "bert_large-inf-512-8"])
     assert "bert_large-inference-512-8.json" in proc.stdout + proc.stderr  # reported and skipped

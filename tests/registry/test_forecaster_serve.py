@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -15,14 +14,18 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
+from mlflow.exceptions import MlflowException
 
 from tests.registry.helpers import free_port, stop_group
 from tilecast.forecast import forecast
 from tilecast.registry.forecaster import (
+    DEFAULT_MAX_ROWS,
     FORECASTER_NAME,
+    MAX_ROWS_ENV,
     as_family_predictor,
     find_forecaster,
     forecast_rows,
+    max_rows,
     predictors_from_versions,
     register_forecaster,
 )
@@ -67,16 +70,21 @@ def test_rows_answer_or_carry_their_error(registered):
     assert find_forecaster(versions) == registered[2]
 
 
+def _strict(constant: str):
+    raise ValueError(f"bare {constant} in the answer: not JSON")
+
+
 def _post(url: str, payload: dict) -> dict:
+    """POST ``payload``; the answer parsed as strict JSON (a bare NaN / Infinity fails)."""
     req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=60) as resp:
-        return json.loads(resp.read())
+        return json.loads(resp.read(), parse_constant=_strict)
 
 
 def test_served_over_http(registered, tmp_path):
     uri, versions, _ = registered
     port = free_port()
-    env = {**os.environ, ENV_VAR: uri}
+    env = {**os.environ, ENV_VAR: uri, MAX_ROWS_ENV: str(len(ROWS))}
     log = tmp_path / "serve.log"
     with open(log, "w") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "mlflow", "models", "serve", "-m",
@@ -102,10 +110,78 @@ def test_served_over_http(registered, tmp_path):
                                                           predict=predict).e2e_ms, rel=1e-6)
         assert got[0]["error"] == "" and got[0]["fw_ms"] == pytest.approx(got[0]["e2e_ms"])
         assert "unknown model 'gpt9'" in got[1]["error"]
-        assert got[1]["e2e_ms"] is None or math.isnan(got[1]["e2e_ms"])
+        assert got[1]["e2e_ms"] is None and got[1]["ms_comm"] is None  # null, never a bare NaN
         assert "unknown GPU 'NVIDIA L5'" in got[2]["error"]
         assert "num_heads=20" in got[3]["error"]
         assert got[4]["error"] == "" and got[4]["e2e_ms"] > 0 and got[4]["ms_comm"] > 0
         assert got[5]["fused"] is True and got[5]["e2e_ms"] < got[0]["e2e_ms"]
+        with pytest.raises(urllib.error.HTTPError) as exc:  # one row over the cap: refused whole, a 4xx
+            _post(f"http://127.0.0.1:{port}/invocations", {"dataframe_records": [*ROWS, GOOD]})
+        assert exc.value.code == 400
+        body = json.loads(exc.value.read(), parse_constant=_strict)
+        assert f"{len(ROWS) + 1} rows in one request; at most {len(ROWS)} ({MAX_ROWS_ENV}" in body["message"]
     finally:
         stop_group(proc, timeout_s=20)
+
+
+def test_the_pyfunc_answers_strict_json_equal_to_one_forecast_per_row(registered, monkeypatch):
+    """The served pyfunc as ``mlflow models serve`` loads it: rows that fail carry null (no bare NaN), and the
+    batched answer of a request with repeated rows equals forecasting each row on its own."""
+    _, versions, _ = registered
+    monkeypatch.delenv(MAX_ROWS_ENV, raising=False)
+    model = mlflow.pyfunc.load_model(f"models:/{FORECASTER_NAME}@champion")
+    rows = pd.DataFrame([{**r, "parallel": r.get("parallel", ""), "fused": str(r.get("fused", False)).lower()}
+                         for r in ROWS * 3])
+    got = model.predict(rows)
+    records = json.loads(json.dumps(got.to_dict("records"), allow_nan=False))
+    alone = forecast_rows(rows.iloc[: len(ROWS)], as_family_predictor(predictors_from_versions(versions)))
+    for i, rec in enumerate(records):
+        want = alone.iloc[i % len(ROWS)]
+        assert rec["error"] == want["error"]
+        if want["error"]:
+            assert rec["e2e_ms"] is None and rec["ms_linear"] is None
+        else:
+            assert rec["e2e_ms"] == pytest.approx(want["e2e_ms"], rel=1e-12)
+
+
+def test_a_request_predicts_each_family_once_per_gpu(registered):
+    """1,000 rows of 6 distinct workloads on 2 GPUs: one predictor call per family and GPU (it was one graph
+    and five calls per row), and the same numbers as one ``forecast`` per row."""
+    _, versions, _ = registered
+    base = as_family_predictor(predictors_from_versions(versions))
+    calls: list[tuple[str, str]] = []
+
+    def counting(family, rows, gpu):
+        calls.append((family, gpu.key))
+        return base(family, rows, gpu)
+
+    distinct = [{**GOOD, "gpu": g, "batch": b, "mode": m} for g in ("l4", "tesla_t4") for b in (1, 2)
+                for m in ("inference", "training")][:6]
+    rows = pd.DataFrame([distinct[i % len(distinct)] for i in range(1000)])
+    out = forecast_rows(rows, counting)
+    assert (out["error"] == "").all()
+    assert len(calls) == len(set(calls)) and {g for _, g in calls} == {"l4", "tesla_t4"}
+    for i, w in enumerate(distinct):
+        fc = forecast(w["model"], w["gpu"], w["batch"], w["seq_len"], w["mode"], predict=base)
+        assert out.loc[i, "e2e_ms"] == pytest.approx(fc.e2e_ms, rel=1e-12)
+        assert out.loc[i + len(distinct), "e2e_ms"] == out.loc[i, "e2e_ms"]
+
+
+def test_the_row_cap_is_a_400_and_is_configurable(registered, monkeypatch):
+    monkeypatch.setenv(MAX_ROWS_ENV, "4")
+    model = mlflow.pyfunc.load_model(f"models:/{FORECASTER_NAME}@champion")
+    assert len(model.predict(pd.DataFrame([GOOD] * 4))) == 4
+    with pytest.raises(MlflowException, match=rf"5 rows in one request; at most 4 \({MAX_ROWS_ENV}") as exc:
+        model.predict(pd.DataFrame([GOOD] * 5))
+    assert exc.value.get_http_status_code() == 400
+    assert max_rows({}) == DEFAULT_MAX_ROWS
+    for bad in ("abc", "0", "-3"):
+        with pytest.raises(ValueError, match=f"{MAX_ROWS_ENV}='{bad}' must be a whole number"):
+            max_rows({MAX_ROWS_ENV: bad})
+
+
+def test_batch_must_be_a_whole_number(registered):
+    _, versions, _ = registered
+    out = forecast_rows(pd.DataFrame([{**GOOD, "batch": 2.7}, {**GOOD, "batch": 2.0}]),
+                        as_family_predictor(predictors_from_versions(versions)))
+    assert out.loc[0, "error"] == "ValueError: batch=2.7 is not an integer" and out.loc[1, "error"] == ""

@@ -20,6 +20,7 @@ from tilecast.evaluation.labels import LabelSet, read_label_dir, shipped_labels,
 from tilecast.evaluation.paper import with_paper
 from tilecast.evaluation.perop import perop_errors, perop_summary
 from tilecast.evaluation.suite import ape_summary, forecast_labels, headline
+from tilecast.forecast.intervals import check_level
 from tilecast.paths import resolve
 from tilecast.predictors import PREDICTORS, KernelPredictor
 from tilecast.registry.forecaster import as_family_predictor
@@ -45,6 +46,7 @@ class EvaluationSettings:
     perop: bool = True
     unseen_gpus: tuple[str, ...] = ("l4", "a100_pcie_80gb")
     experiment: str = "tilecast-evaluate"
+    interval_level: float | None = None  # pred_lo_ms / pred_hi_ms level; None: intervals.DEFAULT_LEVEL
 
 
 @dataclass
@@ -86,13 +88,15 @@ def evaluate(settings: EvaluationSettings) -> EvaluationResult:
     A label folder of which no file could be read, or an unknown unseen GPU, is an error naming why."""
     for key in settings.unseen_gpus:
         get_gpu(key)  # unknown -> UnknownSpecError listing the catalog
+    level = check_level(settings.interval_level)
     labels = load_labels(settings.labels_dir)
     if labels.labels.empty:
         reasons = "; ".join(skipped_lines(labels.skipped)[:3]) if labels.skipped else "no label files"
         raise ValueError(f"no label could be read from {labels.source}: {reasons}")
     predictors, versions, notes = load_predictors(settings.forecaster, settings.alias)
     calibrated = calibrated_for(predictors, settings.calibration_rows, settings.seed) if settings.calibrate else None
-    table = with_paper(forecast_labels(labels.labels, as_family_predictor(predictors), calibrated))
+    table = with_paper(forecast_labels(labels.labels, as_family_predictor(predictors), calibrated,
+                                       interval_level=level))
     result = EvaluationResult(table, ape_summary(table), headline(table, settings.unseen_gpus), labels, versions,
                               notes=notes)
     if settings.perop and labels.nodes is not None and len(labels.nodes):

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from tilecast.forecast import (
+    GROUPS,
     FamilyPredictor,
     op_latency_ms,
     stack_frames,
@@ -51,20 +52,32 @@ def build_frames(labels: pd.DataFrame) -> tuple[dict[tuple, pd.DataFrame], dict[
     return frames, errors
 
 
+#: per-group kernel time columns (:data:`tilecast.forecast.GROUPS`) ``forecast_labels(groups=True)`` adds
+GROUP_COLUMNS = [f"ms_{g}" for g in GROUPS]
+#: the interval columns ``forecast_labels(interval_level=...)`` adds (bounds beside ``pred_ms``, note last)
+INTERVAL_COLUMNS = ["pred_lo_ms", "pred_hi_ms"]
+
+
 def _forecast_gpu(frames: dict[tuple, pd.DataFrame], keys: list[tuple], gpu: GpuSpec,
-                  predict: FamilyPredictor) -> pd.Series:
+                  predict: FamilyPredictor) -> pd.DataFrame:
     stacked = stack_frames({k: frames[k] for k in keys})
     ms = op_latency_ms(stacked, gpu, predict)
-    return summarise_many(stacked, ms)["e2e_ms"]
+    return summarise_many(stacked, ms)
 
 
 def forecast_labels(labels: pd.DataFrame, predict: FamilyPredictor, calibrated: CalibratedFor | None = None,
-                    frames: tuple[dict, dict] | None = None) -> pd.DataFrame:
+                    frames: tuple[dict, dict] | None = None, interval_level: float | None = None,
+                    groups: bool = False) -> pd.DataFrame:
     """``labels`` (see :mod:`tilecast.evaluation.labels`) plus ``pred_ms``, ``ape_pct`` and, when
     ``calibrated`` is given, ``pred_cal_ms`` / ``ape_cal_pct`` (equal to spec-only where a GPU has no
-    calibration, ``calibrated`` False). Columns: :data:`RESULT_COLUMNS` then :data:`EXTRA_COLUMNS`."""
+    calibration, ``calibrated`` False). Columns: :data:`RESULT_COLUMNS` then :data:`EXTRA_COLUMNS`.
+
+    ``interval_level`` (e.g. 0.8): ``pred_lo_ms`` / ``pred_hi_ms`` of the spec-only forecast beside ``pred_ms``
+    and an ``interval_note`` last (:func:`tilecast.forecast.intervals.e2e_interval`); ``groups``: the
+    forecast's kernel time per group (:data:`GROUP_COLUMNS`) last."""
     labels = labels.reset_index(drop=True)
     built, errors = frames or build_frames(labels)
+    group_ms = np.full((len(labels), len(GROUPS)), np.nan)
     pred = np.full(len(labels), np.nan)
     pred_cal = np.full(len(labels), np.nan)
     is_cal = np.zeros(len(labels), dtype=bool)
@@ -77,24 +90,51 @@ def forecast_labels(labels: pd.DataFrame, predict: FamilyPredictor, calibrated: 
         if not wanted:
             continue
         try:
-            e2e = _forecast_gpu(built, wanted, gpu, predict)
+            summary = _forecast_gpu(built, wanted, gpu, predict)
         except Exception as exc:  # a predictor failing on one GPU must not lose the other GPUs' rows
             log.warning("forecast on %s failed: %s", gpu_key, exc)
             for i in todo:
                 error[i] = f"{type(exc).__name__}: {exc}"
             continue
-        pred[todo] = [e2e.loc[[keys[i]]].iloc[0] for i in todo]
+        pred[todo] = [summary["e2e_ms"].loc[[keys[i]]].iloc[0] for i in todo]
+        group_ms[todo] = [summary.loc[[keys[i]], GROUP_COLUMNS].to_numpy(float)[0] for i in todo]
         cal_predict = calibrated(gpu) if calibrated is not None else None
         if cal_predict is None:
             pred_cal[todo] = pred[todo]
             continue
-        e2e_cal = _forecast_gpu(built, wanted, gpu, cal_predict)
+        e2e_cal = _forecast_gpu(built, wanted, gpu, cal_predict)["e2e_ms"]
         pred_cal[todo] = [e2e_cal.loc[[keys[i]]].iloc[0] for i in todo]
         is_cal[todo] = True
     out = labels.assign(pred_ms=pred, ape_pct=ape_pct(pred, labels["label_ms"]))
     out = out.assign(pred_cal_ms=pred_cal, ape_cal_pct=ape_pct(pred_cal, labels["label_ms"]), calibrated=is_cal,
                      error=error)
-    return out[RESULT_COLUMNS + EXTRA_COLUMNS]
+    columns = RESULT_COLUMNS + EXTRA_COLUMNS
+    if interval_level is not None:
+        out = pd.concat([out, label_intervals(out, group_ms, interval_level)], axis=1)
+        at = columns.index("pred_ms") + 1
+        columns = [*columns[:at], *INTERVAL_COLUMNS, *columns[at:], "interval_note"]
+    if groups:
+        out = pd.concat([out, pd.DataFrame(group_ms, columns=GROUP_COLUMNS, index=out.index)], axis=1)
+        columns = [*columns, *GROUP_COLUMNS]
+    return out[columns]
+
+
+def label_intervals(table: pd.DataFrame, group_ms: np.ndarray, level: float) -> pd.DataFrame:
+    """``pred_lo_ms``, ``pred_hi_ms`` and ``interval_note`` of every forecast label (fp32, as measured), from the
+    forecast's per-group times (:func:`tilecast.forecast.intervals.e2e_interval`)."""
+    from tilecast.forecast.intervals import e2e_interval, load_intervals
+
+    ivt = load_intervals()
+    lo = np.full(len(table), np.nan)
+    hi = np.full(len(table), np.nan)
+    notes = np.full(len(table), "", dtype=object)
+    for i, row in enumerate(table.itertuples(index=False)):
+        if not np.isfinite(row.pred_ms):
+            continue
+        mix = dict(zip(GROUPS, group_ms[i], strict=True))
+        a, b, notes[i] = e2e_interval(row.mode, row.gpu, "fp32", row.pred_ms, level, ivt, mix)
+        lo[i], hi[i] = float(a), float(b)
+    return pd.DataFrame({"pred_lo_ms": lo, "pred_hi_ms": hi, "interval_note": notes}, index=table.index)
 
 
 def ape_summary(table: pd.DataFrame, by: tuple[str, ...] = ("device", "mode", "variant")) -> pd.DataFrame:

@@ -16,6 +16,23 @@ from tilecast.tiles.roofline import kernel_flops_bytes, roofline_ms, spec_frame
 GEMM_FAMILIES = frozenset(GEMM_OPS)
 
 
+def predictor_defaults(name: str) -> dict[str, Any]:
+    """The ``params`` of ``conf/predictor/<name>.yaml``: the one source of a learned predictor's defaults.
+
+    ``jobs/train.py`` composes the same file through Hydra (so ``predictor.params.rounds=200`` overrides a
+    listed key) and :func:`fit_predictor` with no parameters reads it here, so a benchmark and a registered
+    model are the same model unless a parameter is overridden on purpose."""
+    import yaml
+
+    from tilecast.paths import CONF_DIR
+
+    path = CONF_DIR / "predictor" / f"{name}.yaml"
+    params = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("params")
+    if not isinstance(params, dict) or not params:
+        raise ValueError(f"{path}: no 'params' mapping (the defaults of predictor {name!r})")
+    return dict(params)
+
+
 def fit_params(predictor: str, family: str, defaults: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """``defaults`` updated with ``params`` (an unknown name is an error listing the known ones), with the
     family's default feature columns when ``features`` is None."""

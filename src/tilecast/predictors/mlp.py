@@ -27,6 +27,7 @@ from tilecast.predictors.design import (
     design_matrix,
     fit_params,
     make_chooser,
+    predictor_defaults,
     row_weights,
     training_tiles,
 )
@@ -40,10 +41,8 @@ FORMAT_VERSION = 1
 SUPPORTED_FORMATS = (1,)
 _V1_KEYS = ("name", "family", "columns", "mean", "std", "floor_ms", "params")  # the unversioned first layout
 
-DEFAULTS: dict[str, Any] = {
-    "hidden": 128, "layers": 3, "epochs": 15, "batch_size": 2048, "lr": 3e-3, "weight_decay": 1e-4,
-    "seed": 0, "threads": 1, "test_row_weight": 5.0, "tile_chooser": "learned", "features": None,
-}
+#: the defaults: ``conf/predictor/mlp.yaml`` (one source for jobs, benchmarks and tests)
+DEFAULTS: dict[str, Any] = predictor_defaults("mlp")
 _MIN_UTIL = 1e-4
 
 

@@ -93,11 +93,52 @@ def training_rows(family: str, gpus: Iterable[str] = TRAINING_GPUS) -> pd.DataFr
     unseen = set(device_names(UNSEEN_GPUS)) & set(devices)
     if unseen:
         raise ValueError(f"refusing to train on unseen GPU rows: {', '.join(sorted(unseen))}")
+    return _fp32_rows(family, devices)
+
+
+def _fp32_rows(family: str, devices: Iterable[str] | None) -> pd.DataFrame:
+    """Train + test rows of an fp32 family on ``devices`` (device names; None: every GPU of the data)."""
     parts = [load_kernels("train", t).assign(Source="train") for t in _TRAIN_TABLES[family]]
     parts.append(load_kernels("test", _TEST_TABLE[family]).assign(Source="test"))
     rows = pd.concat(parts, ignore_index=True, sort=False)
-    rows = rows.loc[rows["Device"].isin(devices).to_numpy() & (rows["Latency"] > 0).to_numpy()]
-    return _of_family(rows, family).reset_index(drop=True)
+    keep = rows["Latency"].to_numpy() > 0
+    if devices is not None:
+        keep &= rows["Device"].isin(list(devices)).to_numpy()
+    return _of_family(rows.loc[keep], family).reset_index(drop=True)
+
+
+def logo_gpus() -> tuple[str, ...]:
+    """Catalog keys of every public GPU with fp32 kernel test rows: the leave-one-GPU-out pool (read from the
+    data, the training GPUs and the unseen ones alike), in the data's device order."""
+    devices: dict[str, None] = {}
+    for family in FAMILIES:
+        if family not in TENSOR_FAMILIES:
+            devices.update(dict.fromkeys(sorted(load_kernels("test", _TEST_TABLE[family])["Device"].astype(str))))
+    return tuple(get_gpu(d).key for d in devices)
+
+
+def logo_rows(family: str) -> pd.DataFrame:
+    """Every public row of an fp32 family (train + test tables of every GPU of :func:`logo_gpus`) for
+    leave-one-GPU-out folds. Unlike :func:`training_rows` it holds the unseen GPUs' rows: a fold fits on
+    the other GPUs and forecasts the one it leaves out, so no fold sees the GPU it is judged on."""
+    _check_family(family)
+    if family in TENSOR_FAMILIES:
+        raise ValueError(f"{family}: leave-one-GPU-out rows of a precision family are tensor_rows({family!r})")
+    return _fp32_rows(family, None)
+
+
+def amd_rows(family: str) -> pd.DataFrame:
+    """NeuSight's AMD rows of an fp32 family (``data/neusight_amd``: MI100, MI210; bmm / linear are the
+    model-shaped ``test`` rows, vector ops the ``train`` rows); never part of :func:`training_rows`."""
+    from tilecast.data import load_amd_kernels
+
+    _check_family(family)
+    tables = {"bmm": ("bmm",), "linear": ("linear",), "elementwise": _TRAIN_TABLES["elementwise"],
+              "softmax": ("softmax",), "layernorm": ("ln",)}.get(family, ())
+    if not tables:
+        raise ValueError(f"{family}: no AMD rows (fp32 families only)")
+    rows = pd.concat([load_amd_kernels(t) for t in tables], ignore_index=True, sort=False)
+    return _of_family(rows.loc[rows["Latency"].to_numpy() > 0], family).reset_index(drop=True)
 
 
 def evaluation_rows(family: str, devices: Iterable[str] = UNSEEN_GPUS) -> pd.DataFrame:

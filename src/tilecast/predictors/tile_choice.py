@@ -105,7 +105,7 @@ class NearestTileChooser:
     @classmethod
     def load(cls, directory: Path) -> NearestTileChooser:
         _read_meta(directory, cls.v1_keys)
-        data = np.load(Path(directory) / "nearest.npz")
+        data = np.load(Path(directory) / "nearest.npz", allow_pickle=False)  # data only, never a pickle
         return cls(data["points"], data["tiles"])
 
 
@@ -232,7 +232,7 @@ class LearnedTileChooser:
         models = []
         for i, m in enumerate(meta["models"]):
             split = xgb.Booster(model_file=str(directory / f"split_regressor_{i}.json")) if m["split"] else None
-            prof = np.load(directory / f"profiled_{i}.npz")
+            prof = np.load(directory / f"profiled_{i}.npz", allow_pickle=False)
             models.append(_GpuTileModel(m["device"], m["generation"], m["num_sm"], m["classes"],
                                         xgb.Booster(model_file=str(directory / f"tile_classifier_{i}.json")), split,
                                         prof["shapes"], prof["tiles"]))

@@ -22,6 +22,7 @@ from tilecast.predictors.design import (
     fit_params,
     log_ratio_target,
     make_chooser,
+    predictor_defaults,
     row_weights,
     training_tiles,
 )
@@ -35,13 +36,8 @@ FORMAT_VERSION = 1
 SUPPORTED_FORMATS = (1,)
 _V1_KEYS = ("name", "family", "columns", "floor_ms", "params")  # the unversioned first layout
 
-DEFAULTS: dict[str, Any] = {
-    "rounds": 400, "max_depth": 8, "eta": 0.07, "subsample": 0.8, "colsample_bytree": 0.8,
-    "min_child_weight": 5.0, "nthread": 1, "seed": 0, "test_row_weight": 5.0, "tile_chooser": "learned",
-    "features": None,  # None: tilecast.tiles.features.default_features(family)
-}
-# nthread 1: on the shared 2-core machine two OpenMP threads measured 2-10x slower than one (the
-# threads spin at every tree level while other processes hold the cores); use 2 on an idle machine.
+#: the defaults: ``conf/predictor/xgboost.yaml`` (one source for jobs, benchmarks and tests)
+DEFAULTS: dict[str, Any] = predictor_defaults("xgboost")
 _BOOSTER_KEYS = ("max_depth", "eta", "subsample", "colsample_bytree", "min_child_weight", "nthread", "seed")
 
 

@@ -31,6 +31,7 @@ from tilecast.registry.aliases import (
     roll_back,
     rollback_target,
 )
+from tilecast.registry.models import fetch_version_files
 from tilecast.registry.tracking import ensure_experiment
 
 log = logging.getLogger(__name__)
@@ -159,7 +160,8 @@ def load_calibration(gpu_key: str, alias: str = CURRENT_ALIAS) -> CalibrationSet
             return None
         raise
     key = (mlflow.get_tracking_uri(), name, str(mv.version))
-    if key not in _CACHE:
-        path = mlflow.artifacts.download_artifacts(f"models:/{name}/{mv.version}")
-        _CACHE[key] = CalibrationSet.from_json((Path(path) / FILE_NAME).read_text(), str(mv.version))
+    if key not in _CACHE:  # copied out of the store (a moved or read-only one too), never written into it
+        with tempfile.TemporaryDirectory(prefix="tilecast-calibration-") as tmp:
+            path = fetch_version_files(mv, Path(tmp) / ARTIFACT_DIR)
+            _CACHE[key] = CalibrationSet.from_json((Path(path) / FILE_NAME).read_text(), str(mv.version))
     return _CACHE[key]

@@ -7,8 +7,17 @@ and the graph builder (the ``tilecast`` package), so
 
 answers POSTed rows ``model, gpu, batch, seq_len, mode`` (optional ``parallel``, ``fused``) with
 ``e2e_ms``, ``fw_ms``, ``bw_ms``, ``acc_ms`` and ``ms_<group>``. A row that cannot be forecast (an
-unknown model or GPU, a workload that cannot be built) gets its reason in ``error``; the other
-rows still answer.
+unknown model or GPU, a workload that cannot be built) gets its reason in ``error`` and ``null`` in
+every number (the answer is strict JSON: never a bare ``NaN``); the other rows still answer.
+
+One request is forecast as a batch: identical rows once, each distinct workload's graph built once
+(for every GPU it is asked on), and one kernel prediction per family and GPU for all of them
+(:func:`forecast_rows`). A request of more than :data:`MAX_ROWS_ENV` rows (default
+:data:`DEFAULT_MAX_ROWS`, read when the server starts) is refused whole with HTTP 400 naming the cap.
+
+The bundled predictors are stored as their data files with the manifest of each family version;
+loading checks them against it and runs no code from the bundle's artifacts (the forecaster itself is
+MLflow's pickled pyfunc, which ``mlflow models serve`` needs; tilecast's jobs never load it).
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import logging
+import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -27,14 +37,37 @@ import pandas as pd
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.types.schema import ColSpec, Schema
 
-from tilecast.forecast import SUMMARY_KEYS, FamilyPredictor, forecast, roofline_predictor
-from tilecast.predictors import KernelPredictor
+from tilecast.forecast import (
+    SUMMARY_KEYS,
+    FamilyPredictor,
+    forecast,
+    forecast_frame,
+    op_latency_ms,
+    roofline_predictor,
+    stack_frames,
+    summarise_many,
+    workload_frame,
+)
+from tilecast.forecast.workload import check_gpu_dtype
+from tilecast.graph.parallel import parse_parallel
+from tilecast.predictors import PREDICTORS, KernelPredictor
 from tilecast.registry.aliases import move_alias
 from tilecast.registry.kernel_forecast import family_predictor
-from tilecast.registry.models import load_version, model_name
+from tilecast.registry.models import (
+    PREDICTOR_ARTIFACT,
+    ModelIntegrityError,
+    fetch_version_files,
+    load_version,
+    model_name,
+    sub_manifest,
+    verify_files,
+    version_manifest,
+)
 from tilecast.registry.tracking import ensure_experiment
+from tilecast.specs import get_gpu, get_model
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +78,8 @@ INPUT_COLUMNS = ("model", "gpu", "batch", "seq_len", "mode")
 OUTPUT_COLUMNS = ("model", "gpu", "batch", "seq_len", "mode", "parallel", "fused", *SUMMARY_KEYS, "error")
 #: forecaster name -> how to get a FamilyPredictor and the versions it uses
 SOURCES = ("registry", "roofline")
+#: environment variable of the server's row cap per request, and its default
+MAX_ROWS_ENV, DEFAULT_MAX_ROWS = "TILECAST_SERVE_MAX_ROWS", 10_000
 
 
 def predictors_from_versions(versions: Mapping[str, str]) -> dict[str, KernelPredictor]:
@@ -92,9 +127,42 @@ def _flag(value: Any) -> bool:
     return bool(value)
 
 
-def forecast_rows(rows: pd.DataFrame, predict: FamilyPredictor) -> pd.DataFrame:
-    """One output row (:data:`OUTPUT_COLUMNS`) per input row; failures leave their reason in ``error``."""
-    out = []
+def _integer(key: str, value: Any) -> int:
+    """A whole number (``4``, ``4.0``, ``"4"``); ``2.7`` or ``"x"`` is refused by name, never truncated."""
+    if isinstance(value, bool):
+        raise ValueError(f"{key}={value!r} is not an integer")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{key}={value!r} is not an integer") from None
+    if not number.is_integer():
+        raise ValueError(f"{key}={value!r} is not an integer")
+    return int(number)
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _memo(cache: dict, key: Any, make, *args: Any) -> Any:
+    """``make(*args)`` once per key; an exception is remembered and re-raised for every row that asks again."""
+    if key not in cache:
+        try:
+            cache[key] = (True, make(*args))
+        except Exception as exc:  # noqa: BLE001 - one bad row must not fail the others
+            cache[key] = (False, exc)
+    ok, value = cache[key]
+    if not ok:
+        raise value
+    return value
+
+
+def _workloads(rows: pd.DataFrame) -> tuple[list[dict[str, Any]], list[tuple | str]]:
+    """Each row's echoed inputs and either its workload key ``(model, gpu, batch, seq_len, mode, parallel,
+    fused)`` (normalised: identical workloads share one) or the error that stops it."""
+    bases, keys = [], []
     for rec in rows.to_dict("records"):
         base = {k: rec.get(k) for k in INPUT_COLUMNS}
         base["parallel"] = _optional(rec.get("parallel"), None)
@@ -104,32 +172,128 @@ def forecast_rows(rows: pd.DataFrame, predict: FamilyPredictor) -> pd.DataFrame:
             missing = [k for k in INPUT_COLUMNS if _optional(rec.get(k), None) is None]
             if missing:
                 raise ValueError(f"missing {', '.join(missing)} (each row needs {', '.join(INPUT_COLUMNS)})")
-            fc = forecast(str(rec["model"]), str(rec["gpu"]), int(rec["batch"]), int(rec["seq_len"]),
-                          str(rec["mode"]), base["parallel"], base["fused"], predict)
-            values = {k: getattr(fc, k) for k in ("e2e_ms", "fw_ms", "bw_ms", "acc_ms")}
-            values.update({f"ms_{g}": v for g, v in fc.by_group_ms.items()})
-            out.append({**base, **values, "error": ""})
-        except Exception as exc:  # one bad row must not fail the others
-            out.append({**base, **dict.fromkeys(SUMMARY_KEYS, np.nan), "error": f"{type(exc).__name__}: {exc}"})
+            key = (str(rec["model"]), str(rec["gpu"]), _integer("batch", rec["batch"]),
+                   _integer("seq_len", rec["seq_len"]), str(rec["mode"]), base["parallel"], base["fused"])
+        except Exception as exc:  # noqa: BLE001 - the row carries its reason
+            key = _error_text(exc)
+        bases.append(base)
+        keys.append(key)
+    return bases, keys
+
+
+def forecast_workloads(keys: Iterable[tuple], predict: FamilyPredictor) -> dict[tuple, dict[str, float] | str]:
+    """Summary (:data:`SUMMARY_KEYS`) or error text of each distinct workload key (see :func:`_workloads`).
+
+    Checks run in :func:`tilecast.forecast.forecast`'s order (model, GPU, parallelism, dtype, graph), each
+    once per distinct value; every GPU's workloads are stacked into one frame, so each family is predicted
+    once per GPU for all of them. Should that batch fail, each workload is forecast alone, so an error stays
+    with the row that causes it. Results equal :func:`~tilecast.forecast.forecast`'s per row."""
+    models, gpus, pars, graphs, dtypes = {}, {}, {}, {}, {}
+    out: dict[tuple, dict[str, float] | str] = {}
+    by_gpu: dict[str, dict[tuple, pd.DataFrame]] = {}
+    for key in dict.fromkeys(keys):
+        model, gpu_name, batch, seq_len, mode, parallel, fused = key
+        try:
+            spec = _memo(models, model, get_model, model)
+            gpu = _memo(gpus, gpu_name, get_gpu, gpu_name)
+            par = _memo(pars, parallel, parse_parallel, parallel)
+            _memo(dtypes, gpu.key, check_gpu_dtype, gpu, "fp32")
+            graph_key = (spec.key, batch, seq_len, mode, par.tag if par else None, fused)
+            frame = _memo(graphs, graph_key, workload_frame, spec, batch, seq_len, mode, par, fused)
+        except Exception as exc:  # noqa: BLE001 - the row carries its reason
+            out[key] = _error_text(exc)
+            continue
+        by_gpu.setdefault(gpu.key, {})[key] = frame
+    for gpu_key, frames in by_gpu.items():
+        gpu = get_gpu(gpu_key)
+        try:
+            stacked = stack_frames(dict(enumerate(frames.values())))
+            table = summarise_many(stacked, op_latency_ms(stacked, gpu, predict))
+            for i, key in enumerate(frames):
+                out[key] = {k: float(table.at[i, k]) for k in SUMMARY_KEYS}
+        except Exception:  # noqa: BLE001 - alone, each workload says whether it is the one that fails
+            log.debug("batched forecast on %s failed; forecasting workload by workload", gpu_key, exc_info=True)
+            for key, frame in frames.items():
+                try:
+                    out[key] = dict(forecast_frame(frame, gpu, predict)[0])
+                except Exception as exc:  # noqa: BLE001
+                    out[key] = _error_text(exc)
+    return out
+
+
+def forecast_rows(rows: pd.DataFrame, predict: FamilyPredictor) -> pd.DataFrame:
+    """One output row (:data:`OUTPUT_COLUMNS`) per input row; failures leave their reason in ``error`` (and
+    NaN in the numbers). Identical rows are forecast once and the rest as one batch (:func:`forecast_workloads`)."""
+    bases, keys = _workloads(rows)
+    results = forecast_workloads([k for k in keys if isinstance(k, tuple)], predict)
+    out = []
+    for base, key in zip(bases, keys, strict=True):
+        got = results[key] if isinstance(key, tuple) else key
+        if isinstance(got, str):
+            out.append({**base, **dict.fromkeys(SUMMARY_KEYS, np.nan), "error": got})
+        else:
+            out.append({**base, **got, "error": ""})
     return pd.DataFrame(out, columns=list(OUTPUT_COLUMNS))
+
+
+def json_ready(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every missing or non-finite number as None, so it serialises to strict JSON (``null``)."""
+    out = frame.astype(object)
+    numeric = frame.select_dtypes(include="number")
+    bad = pd.DataFrame(False, index=frame.index, columns=frame.columns)
+    bad[numeric.columns] = ~np.isfinite(numeric.to_numpy(dtype=float))
+    return out.mask(bad | frame.isna(), None)
+
+
+def max_rows(environ: Mapping[str, str] = os.environ) -> int:
+    """The server's row cap per request: :data:`MAX_ROWS_ENV`, else :data:`DEFAULT_MAX_ROWS`."""
+    text = environ.get(MAX_ROWS_ENV)
+    if text is None or not text.strip():
+        return DEFAULT_MAX_ROWS
+    try:
+        cap = int(text)
+    except ValueError:
+        cap = 0
+    if cap < 1:
+        raise ValueError(f"{MAX_ROWS_ENV}={text!r} must be a whole number of rows >= 1")
+    return cap
 
 
 class ForecasterModel(mlflow.pyfunc.PythonModel):
     """Pyfunc: rows ``model, gpu, batch, seq_len, mode[, parallel, fused]`` -> step-time forecasts."""
 
-    def __init__(self, versions: Mapping[str, str]) -> None:
+    def __init__(self, versions: Mapping[str, str], manifests: Mapping[str, dict[str, Any]] | None = None) -> None:
         self.versions = dict(versions)
+        self.manifests = dict(manifests or {})
         self.predictors: dict[str, KernelPredictor] = {}
+        self.max_rows = DEFAULT_MAX_ROWS
 
     def __getstate__(self) -> dict[str, Any]:  # the predictors are artifacts, never pickled
         return {**self.__dict__, "predictors": {}}
 
     def load_context(self, context) -> None:
-        self.predictors = {fam: mlflow.pyfunc.load_model(context.artifacts[f"family_{fam}"])
-                           .unwrap_python_model().predictor for fam in self.versions}
+        """Each family's predictor from its data files, checked against the manifest of its version."""
+        manifests = getattr(self, "manifests", None) or {}
+        self.predictors = {}
+        for fam, v in self.versions.items():
+            name = model_name(fam)
+            if fam not in manifests:
+                raise ModelIntegrityError(name, v, "this forecaster version was registered without its manifest; "
+                                                   "register a new one with `python jobs/promote.py`")
+            directory = Path(context.artifacts[f"family_{fam}"])
+            problem = verify_files(directory, manifests[fam])
+            if problem:
+                raise ModelIntegrityError(name, v, f"in {FORECASTER_NAME}: {problem}")
+            self.predictors[fam] = PREDICTORS[manifests[fam]["predictor"]].load(directory)
+        self.max_rows = max_rows()
 
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
-        return forecast_rows(pd.DataFrame(model_input), as_family_predictor(self.predictors))
+        rows = pd.DataFrame(model_input)
+        cap = getattr(self, "max_rows", DEFAULT_MAX_ROWS)
+        if len(rows) > cap:
+            raise MlflowException(f"{len(rows)} rows in one request; at most {cap} ({MAX_ROWS_ENV} when the "
+                                  f"server starts): split the request", error_code=INVALID_PARAMETER_VALUE)
+        return json_ready(forecast_rows(rows, as_family_predictor(self.predictors)))
 
 
 def _signature() -> ModelSignature:
@@ -188,15 +352,20 @@ def register_forecaster(versions: Mapping[str, str], alias: str = "champion", re
             experiment_id = active.info.experiment_id if active else ensure_experiment(FORECASTER_EXPERIMENT)
         with tempfile.TemporaryDirectory() as tmp, \
                 mlflow.start_run(experiment_id=experiment_id, run_name="forecaster", nested=True):
-            artifacts = {}
-            for fam, v in sorted(versions.items()):
-                path = Path(tmp) / fam
-                mlflow.artifacts.download_artifacts(f"models:/{model_name(fam)}/{v}", dst_path=str(path))
-                artifacts[f"family_{fam}"] = str(path)
+            artifacts, manifests = {}, {}
+            for fam, v in sorted(versions.items()):  # each family's predictor files, as registered
+                mv = client.get_model_version(model_name(fam), str(v))
+                manifest = version_manifest(mv)
+                path = fetch_version_files(mv, Path(tmp) / fam)
+                problem = verify_files(path, manifest)
+                if problem:
+                    raise ModelIntegrityError(mv.name, v, problem)
+                manifests[fam] = sub_manifest(manifest, PREDICTOR_ARTIFACT)
+                artifacts[f"family_{fam}"] = str(path / PREDICTOR_ARTIFACT)
             mlflow.set_tags({f"tilecast.version.{f}": str(v) for f, v in versions.items()})
             example = pd.DataFrame([{"model": "gpt2_large", "gpu": "l4", "batch": 1, "seq_len": 128,
                                      "mode": "inference", "parallel": "", "fused": "false"}])
-            info = mlflow.pyfunc.log_model(name="forecaster", python_model=ForecasterModel(versions),
+            info = mlflow.pyfunc.log_model(name="forecaster", python_model=ForecasterModel(versions, manifests),
                                            artifacts=artifacts, signature=_signature(), input_example=example,
                                            pip_requirements=_requirements(), registered_model_name=FORECASTER_NAME,
                                            metadata={"tilecast_bundle": bundle_of(versions)})
@@ -220,26 +389,36 @@ def forecast_record(fc, versions: Mapping[str, str], source: str, alias: str,
 
 def predict_workload(model, gpu, batch: int, seq_len: int, mode: str, parallel: str | None = None,
                      fused: bool = False, source: str = "registry", alias: str = "champion",
-                     calibrate: bool = True, dtype: str = "fp32") -> tuple[Any, dict[str, Any]]:
-    """Forecast one workload with the chosen predictors: (``Forecast``, JSON-ready record)."""
+                     calibrate: bool = True, dtype: str = "fp32", interval_level: float | None = None
+                     ) -> tuple[Any, dict[str, Any]]:
+    """Forecast one workload with the chosen predictors: (``Forecast``, JSON-ready record with ``pred_lo_ms`` /
+    ``pred_hi_ms`` at ``interval_level``, default :data:`tilecast.forecast.intervals.DEFAULT_LEVEL`)."""
+    from tilecast.forecast.intervals import check_level, record_interval
+
+    level = check_level(interval_level)  # a bad level is refused before any forecast
     predict, versions = predictor_source(source, alias, calibrate)
     fc = forecast(model, gpu, batch, seq_len, mode, parallel, fused, predict, dtype=dtype)
     notes = list(getattr(predict, "notes", []))
     used = getattr(predict, "used_calibrations", {})
     notes += [f"calibration {label} applied" for label in used.values()]
-    return fc, forecast_record(fc, versions, source, alias, notes)
+    record = forecast_record(fc, versions, source, alias, notes)
+    record.update(record_interval(record, gpu, level))
+    return fc, record
 
 
 def predict_serve(sw, gpu, source: str = "registry", alias: str = "champion", calibrate: bool = True,
-                  pricing: Any = None) -> tuple[Any, dict[str, Any]]:
+                  pricing: Any = None, interval_level: float | None = None) -> tuple[Any, dict[str, Any]]:
     """Forecast one serve workload (:class:`tilecast.forecast.serve.ServeWorkload`): (``ServeForecast``, JSON
-    record with the cost per 1M output tokens when ``pricing`` prices the GPU)."""
+    record with the cost per 1M output tokens when ``pricing`` prices the GPU, and TTFT / TPOT intervals)."""
+    from tilecast.forecast.intervals import check_level, record_interval
     from tilecast.forecast.serve import forecast_serve
 
+    level = check_level(interval_level)
     predict, versions = predictor_source(source, alias, calibrate)
     fc = forecast_serve(sw, gpu, predict)
     record = {**fc.to_dict(), "forecaster": source, "alias": alias if source == "registry" else None,
               "versions": {f: str(v) for f, v in versions.items()}, "notes": list(getattr(predict, "notes", []))}
+    record.update(record_interval(record, gpu, level))
     if pricing is not None:
         usd_h = pricing.usd_per_gpu_hour(fc.gpu)
         record["usd_per_gpu_hour"] = usd_h

@@ -13,22 +13,35 @@ default's ``mlruns/`` is), and a server must accept a connection within ``timeou
 cheap request to tracking and registry checks the store answers. MLflow's HTTP requests get the same
 timeout and few retries (``MLFLOW_HTTP_REQUEST_TIMEOUT`` / ``_MAX_RETRIES`` / ``_BACKOFF_FACTOR``,
 set before the first request; values already in the environment are kept).
+
+Run lifecycle: every run a tilecast process starts is tagged with the process that owns it
+(``tilecast.owner.pid`` / ``.host`` / ``.boot`` / ``.started``, :class:`tilecast.owner.Owner`). A run that
+ends with an exception (or ``sys.exit``) is closed FAILED by ``mlflow.start_run``'s context; one whose
+process was killed stays RUNNING until the next job that records runs on the store calls
+:func:`ensure_experiment`, which marks every RUNNING run whose owning process has ended FAILED, with the
+tag ``tilecast.failed_reason`` saying why (:func:`fail_dead_runs`). Runs of processes on other hosts, and
+runs without owner tags, are left alone: their process cannot be checked from here.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 import os
 import socket
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlparse
 
 import mlflow
 from mlflow import MlflowClient
+from mlflow.tracking.context.abstract_context import RunContextProvider
 
+from tilecast.owner import Owner
 from tilecast.paths import MLRUNS_DIR
+from tilecast.registry.local_store import prepare_store, require_writable
 from tilecast.registry.models import RegistryError
 
 log = logging.getLogger(__name__)
@@ -42,6 +55,13 @@ TIMEOUT_ENV, RETRIES_ENV, BACKOFF_ENV = ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_
                                          "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _CHECKED: set[str] = set()  # URIs whose store answered in this process
+#: the tag of each field of the run's owning process (:class:`tilecast.owner.Owner`)
+OWNER_TAGS = {"pid": "tilecast.owner.pid", "host": "tilecast.owner.host", "boot": "tilecast.owner.boot",
+              "started": "tilecast.owner.started"}
+#: set on a run marked FAILED because its process ended without closing it
+FAILED_REASON_TAG = "tilecast.failed_reason"
+_SWEPT: set[str] = set()  # URIs whose dead runs this process has marked
+_OWNER_TAGGING = False
 
 
 class TrackingError(RegistryError):
@@ -79,7 +99,7 @@ def http_limits(timeout_s: float | None = None) -> int:
     """Set MLflow's HTTP timeout (``timeout_s``, else ``MLFLOW_HTTP_REQUEST_TIMEOUT``, else
     :data:`DEFAULT_TIMEOUT_S`) and short retries for this process; returns the timeout in whole seconds."""
     if timeout_s is not None:
-        if not timeout_s > 0:
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s > 0:
             raise ValueError(f"mlflow.connect_timeout_s must be > 0 seconds, got {timeout_s!r}")
         os.environ[TIMEOUT_ENV] = str(max(1, math.ceil(timeout_s)))
     os.environ.setdefault(TIMEOUT_ENV, str(DEFAULT_TIMEOUT_S))
@@ -112,8 +132,8 @@ def check_sqlite(uri: str, source: str = "mlflow.tracking_uri", create_dir: bool
     if not db.exists():
         log.warning("no MLflow store at %s yet: a new, empty one is created", db)
         return db
-    if not os.access(db, os.R_OK | os.W_OK):
-        raise _fail(uri, source, f"cannot be used: {db} is not readable and writable by this user")
+    if not os.access(db, os.R_OK):  # read-only is fine for forecasts (local_store.require_writable guards writes)
+        raise _fail(uri, source, f"cannot be used: {db} is not readable by this user")
     if db.stat().st_size == 0:
         return db
     with db.open("rb") as f:
@@ -173,11 +193,13 @@ def configure(tracking_uri: str | None = None, *, timeout_s: float | None = None
     timeout = http_limits(timeout_s)
     scheme = urlparse(uri).scheme
     if scheme == "sqlite":
-        check_sqlite(uri, source, create_dir=uri == default_tracking_uri(), timeout_s=timeout)
+        db = check_sqlite(uri, source, create_dir=uri == default_tracking_uri(), timeout_s=timeout)
+        prepare_store(uri, db, timeout)  # a moved or copied store is rebased; a read-only one noted
     if check and uri not in _CHECKED and scheme in ("http", "https"):
         _check_server(uri, source, timeout)
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
+    record_run_owner()
     if check and uri not in _CHECKED:
         _probe(uri, source)
         _CHECKED.add(uri)
@@ -189,9 +211,72 @@ def current_uri() -> str:
     return mlflow.get_tracking_uri()
 
 
+class _OwnerTags(RunContextProvider):
+    """MLflow run-context provider: the owning process's tags on every run started with ``mlflow.start_run``."""
+
+    def in_context(self) -> bool:
+        return True
+
+    def tags(self) -> dict[str, str]:
+        return {OWNER_TAGS[k]: str(v) for k, v in Owner.current().as_dict().items() if v is not None}
+
+
+def record_run_owner() -> None:
+    """Tag every run this process starts with its owner (:data:`OWNER_TAGS`); once per process."""
+    global _OWNER_TAGGING
+    if _OWNER_TAGGING:
+        return
+    from mlflow.tracking.context.registry import _run_context_provider_registry
+
+    _run_context_provider_registry.register(_OwnerTags)
+    _OWNER_TAGGING = True
+
+
+def fail_dead_runs(experiment_ids: Iterable[str] | None = None, client: MlflowClient | None = None) -> list[str]:
+    """Mark FAILED every RUNNING run (of ``experiment_ids``; None: every experiment) whose owning process has
+    ended, tagging :data:`FAILED_REASON_TAG`; return their ids. Runs whose owner runs, is on another host or
+    is not recorded are left alone."""
+    client = client or MlflowClient()
+    ids = list(experiment_ids) if experiment_ids is not None else [
+        e.experiment_id for e in client.search_experiments(max_results=50_000)]
+    if not ids:
+        return []
+    failed = []
+    me = Owner.current()
+    for run in client.search_runs(ids, filter_string="attributes.status = 'RUNNING'", max_results=10_000):
+        owner = Owner.from_dict({k: run.data.tags.get(tag) for k, tag in OWNER_TAGS.items()})
+        if owner is None or owner.alive() is not False:
+            continue
+        run_id = run.info.run_id
+        if client.get_run(run_id).info.status != "RUNNING":  # closed by its process after all (before it ended)
+            continue
+        when = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        client.set_tag(run_id, FAILED_REASON_TAG,
+                       f"process {owner.pid} on {owner.host} ended without closing this run (killed or crashed); "
+                       f"marked FAILED by process {me.pid} on {me.host} at {when}")
+        client.set_terminated(run_id, status="FAILED")
+        failed.append(run_id)
+        log.warning("MLflow run %s (%s) was left RUNNING by process %d on %s, which has ended: marked FAILED",
+                    run_id, run.info.run_name, owner.pid, owner.host)
+    return failed
+
+
 def ensure_experiment(name: str) -> str:
-    """Id of experiment ``name``, created with the store's artifact root if it does not exist yet."""
+    """Id of experiment ``name``, created with the store's artifact root if it does not exist yet.
+
+    The first call of a process on a store also marks the runs that killed jobs left RUNNING FAILED
+    (:func:`fail_dead_runs`, every experiment), before this job starts its own.
+    """
+    record_run_owner()
     client = MlflowClient()
+    uri = current_uri()
+    require_writable(uri)  # a read-only store: one line naming it, before any run starts
+    if uri not in _SWEPT:
+        _SWEPT.add(uri)
+        try:
+            fail_dead_runs(client=client)
+        except Exception as exc:  # housekeeping never stops a job (a read-only store, a server that refuses)
+            log.warning("could not check %s for runs left RUNNING by killed jobs: %s", uri, exc)
     exp = client.get_experiment_by_name(name)
     if exp is not None:
         if exp.lifecycle_stage == "deleted":
