@@ -24,10 +24,12 @@ def test_smoke_matrix_through_the_score_job(tmp_path, loopback_cluster):
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = out / "2026-03-01"
     table = pd.read_parquet(run / "scores.parquet")
-    assert len(table) == 48 and table["error"].notna().sum() == 3 and (table["dtype"] == "bf16").sum() == 6
+    assert len(table) == 45 and table["error"].isna().all() and (table["dtype"] == "bf16").sum() == 6  # scores whole
+    serve = pd.read_parquet(run / "serve_scores.parquet")
+    assert len(serve) == 8 and serve["error"].isna().sum() == 8 and serve["ttft_ms"].gt(0).all()
     meta = json.loads((run / "run.json").read_text())
     assert meta["dask"] == {"address": address} and meta["matrix"] == "smoke" and meta["dtypes"] == ["fp32", "bf16"]
-    assert "48 cells (3 failed)" in proc.stdout
+    assert "45 cells (0 failed), 8 serve cells (0 failed)" in proc.stdout
 
 
 def test_a_worker_killed_mid_run_still_gives_every_cell(tmp_path, compose_cfg, loopback_cluster):

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.fixtures import smoke_with_failures
 from tilecast.forecast import forecast
 from tilecast.scoring.cluster import DaskConfig
 from tilecast.scoring.engine import score_cells
@@ -17,7 +18,7 @@ from tilecast.scoring.schema import COLUMNS, conform
 @pytest.fixture(scope="module")
 def smoke(compose_cfg, thread_client):
     cfg = compose_cfg("score", ["matrix=smoke"])
-    cells = expand(load_matrix(cfg["matrix"]))
+    cells = expand(load_matrix(smoke_with_failures(cfg["matrix"])))
     table, stats = score_cells(cells, thread_client, PredictorSource("roofline"), load_pricing(cfg["pricing"]),
                                FitPolicy(), DaskConfig(chunk_rows=40))
     return cells, table.assign(run_date="2026-01-01"), stats

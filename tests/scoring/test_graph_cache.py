@@ -2,6 +2,7 @@
 
 import pandas as pd
 
+from tests.fixtures import smoke_with_failures
 from tilecast.scoring.engine import score_cells
 from tilecast.scoring.graph_cache import GraphCache, code_fingerprint
 from tilecast.scoring.graphs import FRAME_COLUMNS
@@ -17,6 +18,7 @@ def _score(client, cfg, cache):
 
 def test_warm_run_reuses_graphs_and_matches_the_cold_run(tmp_path, thread_client, compose_cfg):
     cfg = compose_cfg("score", ["matrix=smoke"])
+    cfg = {**cfg, "matrix": smoke_with_failures(cfg["matrix"])}
     cold, s1 = _score(thread_client, cfg, GraphCache(tmp_path))
     warm, s2 = _score(thread_client, cfg, GraphCache(tmp_path))
     assert s1.cached_graphs == 0 and s2.cached_graphs == s2.graphs == 16  # failed graphs too: same code, same error
@@ -53,6 +55,7 @@ def test_transient_failures_are_not_kept(tmp_path):
 
 def test_dtype_is_part_of_a_cached_graphs_key(tmp_path, thread_client, compose_cfg):
     cfg = compose_cfg("score", ["matrix=smoke"])
+    cfg = {**cfg, "matrix": smoke_with_failures(cfg["matrix"])}
     fp32 = {**cfg, "matrix": {**cfg["matrix"], "dtypes": ["fp32"]}}
     _, s1 = _score(thread_client, fp32, GraphCache(tmp_path))
     both, s2 = _score(thread_client, cfg, GraphCache(tmp_path))

@@ -42,13 +42,13 @@ def test_nightly_twice_on_a_date_gives_one_set_of_outputs(tmp_path, compose_cfg,
     first = run_nightly(_settings(compose_cfg, tmp_path, tracking, "2026-04-01"))
     proc = _cli(tmp_path, tracking, "2026-04-01")  # the README's command, same date again
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "nightly 2026-04-01: 48 cells (3 failed)" in proc.stdout and "report.html" in proc.stdout
+    assert "nightly 2026-04-01: 45 cells (0 failed)" in proc.stdout and "report.html" in proc.stdout
     reports = tmp_path / "reports"
     assert sorted(p.name for p in reports.iterdir() if not p.name.startswith(".")) == ["2026-04-01"]
     assert not [p for p in reports.iterdir() if p.name.startswith((".staging", ".old"))]
     run = reports / "2026-04-01"
     table = pd.read_parquet(run / "scores.parquet")
-    assert len(table) == 48 and not table.duplicated(list(CELL_KEYS)).any() and set(table["dtype"]) == {"fp32", "bf16"}
+    assert len(table) == 45 and not table.duplicated(list(CELL_KEYS)).any() and set(table["dtype"]) == {"fp32", "bf16"}
     assert {"report.md", "report.html", "run.json", "pricing.csv", "tables", "plots"} <= {p.name for p in run.iterdir()}
     assert first.diff is not None and first.diff.previous is None
     client = MlflowClient(tracking)
@@ -57,6 +57,6 @@ def test_nightly_twice_on_a_date_gives_one_set_of_outputs(tmp_path, compose_cfg,
     second = runs[0]
     arts = {a.path for a in client.list_artifacts(second.info.run_id, "run")}
     assert {"run/scores.parquet", "run/report.html", "run/report.md", "run/tables", "run/plots"} <= arts
-    assert second.data.params["matrix"] == "smoke" and second.data.metrics["cells"] == 48
-    assert second.data.metrics["failed_cells"] == 3
+    assert second.data.params["matrix"] == "smoke" and second.data.metrics["cells"] == 45
+    assert second.data.metrics["failed_cells"] == 0 and second.data.metrics["serve_cells"] == 8
 
