@@ -92,6 +92,26 @@ def test_link_comes_from_the_spec_not_the_name(op_frame):
     assert op_latency_ms(ar, A100, n_gpus=4, comm=ref)[0] == pytest.approx(4e7 * 3 / (0.72 * 300e9) * 1e3)
 
 
+def test_a_small_all_reduce_costs_its_latency_floor(op_frame):
+    """A few hundred bytes over 2 / 4 / 8 GPUs: NCCL's measured 10 / 15 / 25 us, not the bandwidth's ~0."""
+    ar = op_frame([dict(kind="allreduce", op="allreduce", h=128, bytes=256.0)])
+    nccl = CommModel(floors=True)
+    got = [op_latency_ms(ar, A100, n_gpus=p, comm=nccl)[0] * 1e3 for p in (2, 4, 8)]
+    assert got == pytest.approx([10.2, 15.4, 25.8], abs=0.3)
+    assert op_latency_ms(ar, A100, n_gpus=4)[0] * 1e3 < 0.01  # off by default (forecast.comm)
+    assert op_latency_ms(ar, A100, n_gpus=1, comm=nccl)[0] == 0.0
+
+
+def test_the_floors_are_the_fit_of_the_shipped_nccl_tables():
+    from tilecast.data import load_aiconfigurator
+    from tilecast.forecast.comm import FLOORS_MS, fit_floors
+
+    fitted = fit_floors(load_aiconfigurator("nccl"))
+    assert set(fitted) == set(FLOORS_MS)
+    for op, (base, per_gpu) in fitted.items():
+        assert FLOORS_MS[op] == pytest.approx((base, per_gpu), abs=1e-5), op
+
+
 def test_predictor_errors_name_the_family(frame):
     with pytest.raises(ValueError, match="bmm predictor returned 0 values"):
         op_latency_ms(frame, L4, lambda fam, rows, gpu: np.ones(len(rows)) if fam != "bmm" else np.ones(0))
