@@ -101,3 +101,15 @@ def test_serve_exclusions_and_context_limit():
     assert set(cells.loc[cells["model"] == "llama2_7b", "isl"]) == {1024}
     assert set(cells.loc[cells["model"] == "llama31_8b", "isl"]) == {1024, 8192}
     assert (cells["n_gpus"] == cells["tp"]).all()
+
+
+def test_every_forecast_carries_its_interval(scored):
+    _, out = scored
+    sv, cells = out.serve, out.table
+    ok = sv["error"].isna()
+    for key in ("ttft", "tpot"):
+        lo, mid, hi = (sv.loc[ok, c] for c in (f"{key}_lo_ms", f"{key}_ms", f"{key}_hi_ms"))
+        assert ((lo < mid) & (mid < hi)).all(), key
+        assert sv.loc[~ok, [f"{key}_lo_ms", f"{key}_hi_ms"]].isna().all().all()
+    assert sv.loc[ok, "interval_note"].str.startswith("80% interval").all()
+    assert ((cells["pred_lo_ms"] < cells["e2e_ms"]) & (cells["e2e_ms"] < cells["pred_hi_ms"])).all()

@@ -279,6 +279,28 @@ def _with_errors(out: pd.DataFrame, unsupported: dict[tuple[str, str], str]) -> 
     return out
 
 
+def with_intervals(out: pd.DataFrame, columns: dict[str, str], mode: str | None = None,
+                   level: float | None = None) -> pd.DataFrame:
+    """Prediction intervals of ``columns`` (value column -> prefix: ``e2e_ms`` -> ``pred``) per (GPU, dtype,
+    mode) group (:func:`tilecast.forecast.intervals.forecast_interval`; ``mode`` for every row, else each
+    row's ``mode``); ``<prefix>_lo_ms``, ``<prefix>_hi_ms`` and ``interval_note`` (null where the value is)."""
+    from tilecast.forecast.intervals import forecast_interval
+
+    modes = pd.Series(mode, index=out.index) if mode is not None else out["mode"]
+    for col, prefix in columns.items():
+        lo, hi = np.full(len(out), np.nan), np.full(len(out), np.nan)
+        note = np.full(len(out), None, dtype=object)
+        value = out[col].to_numpy(dtype=float)
+        for (gpu, dtype, m), idx in out.groupby([out["gpu"], out["dtype"], modes], sort=False).indices.items():
+            ok = idx[np.isfinite(value[idx])]
+            if len(ok):
+                lo[ok], hi[ok], text = forecast_interval(str(m), str(gpu), str(dtype), value[ok], level)
+                note[ok] = text
+        out[f"{prefix}_lo_ms"], out[f"{prefix}_hi_ms"] = lo, hi
+        out["interval_note"] = note
+    return out
+
+
 def _graph_table(cells: pd.DataFrame, serve_cells: pd.DataFrame | None
                  ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None, dict[str, np.ndarray]]:
     """The distinct graphs (``graph_id`` + :data:`BUILD_KEYS`) of the cells and of the valid serve cells; the
@@ -384,7 +406,7 @@ def score_grid(cells: pd.DataFrame, client: Client, source: PredictorSource, pri
                 + ", ".join(f"{g}/{d}" for g, d in sorted(unsupported)))
         stats.notes.append(note)
         log.warning(note)
-    out = derive(out, pricing, fit)
+    out = with_intervals(derive(out, pricing, fit), {"e2e_ms": "pred"})
     out["predictor"] = source.label
     out["versions"] = source.versions_json()
     stats.failed_cells = int(failed.sum())
@@ -398,6 +420,7 @@ def score_grid(cells: pd.DataFrame, client: Client, source: PredictorSource, pri
     if serve_cells is not None:
         served = serve.assemble(serve_cells, serve_ids, summary[["graph_id", "gpu", "e2e_ms", "nan_ops"]],
                                 info[["graph_id", "graph_error"]], op_errors, serve_unsupported, pricing)
+        served = with_intervals(served, {"ttft_ms": "ttft", "tpot_ms": "tpot"}, mode="serve")
         served["predictor"] = source.label
         served["versions"] = source.versions_json()
         stats.failed_serve_cells = int(served["error"].notna().sum())

@@ -1,9 +1,11 @@
 """The score table: one row per cell, fixed columns and types (``scores.parquet``).
 
 Keys first (``dtype`` the last of them: the workload's precision), then latency (end to end, per phase,
-per op family: the fp32 families, then the tensor-core ones), throughput, memory and fit, cost, what
-produced the numbers, and ``error`` (null unless the cell could not be forecast; its other numbers are
-then null too). Tables written before the dtype axis read back as fp32 (:func:`with_defaults`).
+per op family: the fp32 families, then the tensor-core ones), the prediction interval of the step time
+(``pred_lo_ms`` / ``pred_hi_ms`` at :data:`tilecast.forecast.intervals.DEFAULT_LEVEL`, ``interval_note``
+says what it rests on), throughput, memory and fit, cost, what produced the numbers, and ``error`` (null
+unless the cell could not be forecast; its other numbers are then null too). Tables written before the
+dtype axis read back as fp32 (:func:`with_defaults`).
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ SCHEMA = pa.schema([
     ("mode", pa.string()), ("parallel", pa.string()), ("fused", pa.bool_()), ("dtype", pa.string()),
     ("n_gpus", pa.int64()),
     *((c, pa.float64()) for c in LATENCY),
+    ("pred_lo_ms", pa.float64()), ("pred_hi_ms", pa.float64()),
     ("samples_per_s", pa.float64()), ("tokens_per_s", pa.float64()),
     ("mem_required_gib", pa.float64()), ("gpu_mem_gib", pa.float64()), ("fits", pa.bool_()),
     ("usd_per_gpu_hour", pa.float64()), ("cost_per_step_usd", pa.float64()), ("cost_per_1m_tokens_usd", pa.float64()),
     ("price_estimate", pa.bool_()),
     ("predictor", pa.string()), ("versions", pa.string()), ("run_date", pa.string()),
-    ("error", pa.string()),
+    ("interval_note", pa.string()), ("error", pa.string()),
 ])
 COLUMNS = tuple(SCHEMA.names)
 assert COLUMNS[: len(CELL_KEYS)] == CELL_KEYS
@@ -68,7 +71,9 @@ def read_scores(path) -> pd.DataFrame:
 SERVE_SCHEMA = pa.schema([
     ("model", pa.string()), ("gpu", pa.string()), ("dtype", pa.string()), ("tp", pa.int64()),
     ("isl", pa.int64()), ("osl", pa.int64()), ("concurrency", pa.int64()), ("n_gpus", pa.int64()),
-    ("ttft_ms", pa.float64()), ("tpot_ms", pa.float64()), ("request_latency_ms", pa.float64()),
+    ("ttft_ms", pa.float64()), ("tpot_ms", pa.float64()),
+    ("ttft_lo_ms", pa.float64()), ("ttft_hi_ms", pa.float64()), ("tpot_lo_ms", pa.float64()),
+    ("tpot_hi_ms", pa.float64()), ("request_latency_ms", pa.float64()),
     ("prefill_ms", pa.float64()), ("decode_step_ms", pa.float64()),
     ("tokens_per_s_per_gpu", pa.float64()), ("tokens_per_s_per_user", pa.float64()),
     ("mem_required_gib", pa.float64()), ("gpu_mem_gib", pa.float64()), ("weights_gib", pa.float64()),
@@ -76,7 +81,7 @@ SERVE_SCHEMA = pa.schema([
     ("usd_per_gpu_hour", pa.float64()), ("cost_per_1m_output_tokens_usd", pa.float64()),
     ("price_estimate", pa.bool_()),
     ("predictor", pa.string()), ("versions", pa.string()), ("run_date", pa.string()),
-    ("error", pa.string()),
+    ("interval_note", pa.string()), ("error", pa.string()),
 ])
 SERVE_COLUMNS = tuple(SERVE_SCHEMA.names)
 assert SERVE_COLUMNS[: len(SERVE_KEYS)] == SERVE_KEYS
