@@ -9,11 +9,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from tilecast.cli import gpu_from_cfg, user_errors, with_catalog_args
-from tilecast.io import read_table
 from tilecast.paths import resolve
-from tilecast.registry.calibrate import CalibrationGate, calibrate_gpu
-from tilecast.registry.calibrations import rollback_calibration
-from tilecast.registry.tracking import configure
 
 log = logging.getLogger("calibrate")
 
@@ -21,11 +17,17 @@ log = logging.getLogger("calibrate")
 @hydra.main(version_base="1.3", config_path="../conf", config_name="calibrate")
 @user_errors()
 def main(cfg: DictConfig) -> None:
+    """Check the settings first (exit 2 naming a bad one), then open the store (MLflow) and calibrate."""
     gpu = gpu_from_cfg(cfg.gpu)
-    gate = CalibrationGate(**OmegaConf.to_container(cfg.gate, resolve=True))
     if not cfg.rollback and not cfg.measurements:
         raise ValueError("measurements=<csv|parquet> is required (or rollback=true to restore the previous "
                          "calibration)")
+    from tilecast.io import read_table
+    from tilecast.registry.calibrate import CalibrationGate, calibrate_gpu
+    from tilecast.registry.calibrations import rollback_calibration
+    from tilecast.registry.tracking import configure
+
+    gate = CalibrationGate(**OmegaConf.to_container(cfg.gate, resolve=True))
     uri = configure(cfg.mlflow.tracking_uri, timeout_s=cfg.mlflow.get("connect_timeout_s"))
     log.info("tracking at %s", uri)
     if cfg.rollback:

@@ -10,11 +10,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from tilecast.cli import user_errors, with_catalog_args
-from tilecast.evaluation.run import EvaluationSettings, evaluate, log_evaluation, report_lines
-from tilecast.io import read_table, write_table
+from tilecast.cli import output_file, user_errors, with_catalog_args
 from tilecast.paths import resolve
-from tilecast.registry.tracking import configure
 
 log = logging.getLogger("evaluate")
 
@@ -22,15 +19,21 @@ log = logging.getLogger("evaluate")
 @hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")
 @user_errors()
 def main(cfg: DictConfig) -> None:
+    """Check the settings first (exit 2 naming a bad one), then open the store (MLflow) and evaluate."""
+    output_file(cfg.output)
+    from tilecast.evaluation.run import EvaluationSettings, evaluate, log_evaluation, report_lines
+    from tilecast.io import write_table
+    from tilecast.registry.tracking import configure
+
     uri = configure(cfg.mlflow.tracking_uri)
     if cfg.serving:
         return serving(cfg, uri)
     settings = EvaluationSettings(labels_dir=cfg.labels_dir, forecaster=cfg.forecaster, alias=cfg.alias,
                                   calibrate=cfg.calibrate, calibration_rows=cfg.calibration_rows, seed=cfg.seed,
                                   perop=cfg.perop, unseen_gpus=tuple(cfg.unseen_gpus),
-                                  experiment=cfg.mlflow.experiment)
+                                  experiment=cfg.mlflow.experiment, interval_level=cfg.get("interval_level"))
     result = evaluate(settings)
-    out = resolve(cfg.output) if cfg.output else Path(HydraConfig.get().runtime.output_dir) / "evaluation.csv"
+    out = output_file(cfg.output) or Path(HydraConfig.get().runtime.output_dir) / "evaluation.csv"
     write_table(result.table, out)
     run_id = log_evaluation(result, settings, OmegaConf.to_yaml(cfg, resolve=True))
     print("\n".join(report_lines(result)))
@@ -42,12 +45,13 @@ def main(cfg: DictConfig) -> None:
 def serving(cfg: DictConfig, uri: str) -> None:
     """``serving=<csv|parquet>``: forecast every row (GPU from ``system``, model from ``model_path``)."""
     from tilecast.evaluation.serving import evaluate_serving, log_serving_evaluation, serving_summary
+    from tilecast.io import read_table, write_table
     from tilecast.registry.forecaster import predictor_source
 
     rows = read_table(resolve(cfg.serving))
     predict, versions = predictor_source(str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate))
     table = evaluate_serving(rows, predict)
-    out = resolve(cfg.output) if cfg.output else Path(HydraConfig.get().runtime.output_dir) / "serving.csv"
+    out = output_file(cfg.output) or Path(HydraConfig.get().runtime.output_dir) / "serving.csv"
     write_table(table, out)
     run_id = log_serving_evaluation(table, versions, cfg.mlflow.experiment, OmegaConf.to_yaml(cfg, resolve=True))
     errors = table["error"].fillna("")

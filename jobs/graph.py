@@ -8,23 +8,25 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from tilecast.cli import model_from_cfg, user_errors, with_catalog_args
-from tilecast.graph import build_graph, memory_footprint
-from tilecast.graph.summary import format_summary, op_rows
-from tilecast.io import write_table
-from tilecast.paths import resolve
+from tilecast.cli import int_setting, model_from_cfg, output_file, user_errors, with_catalog_args
 from tilecast.specs import Workload
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="graph")
 @user_errors()
 def main(cfg: DictConfig) -> None:
-    workload = Workload(model_from_cfg(cfg.model), cfg.batch, cfg.seq_len, cfg.mode, bool(cfg.fused), dtype=cfg.dtype)
+    output = output_file(cfg.output)
+    batch, seq_len = int_setting(cfg, "batch"), int_setting(cfg, "seq_len")
+    workload = Workload(model_from_cfg(cfg.model), batch, seq_len, cfg.mode, bool(cfg.fused), dtype=cfg.dtype)
+    from tilecast.graph import build_graph, memory_footprint
+    from tilecast.graph.summary import format_summary, op_rows
+    from tilecast.io import write_table
+
     graph = build_graph(workload)
     footprint = memory_footprint(workload, dtype=cfg.dtype, optimizer=cfg.optimizer)
     print(format_summary(graph, footprint, workload.describe()))
     if cfg.output:
-        path = write_table(op_rows(graph), resolve(cfg.output))
+        path = write_table(op_rows(graph), output)
         print(f"wrote {len(graph)} ops to {path}")
 
 

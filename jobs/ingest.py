@@ -7,8 +7,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from tilecast.cli import user_errors, with_catalog_args
-from tilecast.data.ingest import run_ingest
+from tilecast.cli import output_directory, user_errors, with_catalog_args
 from tilecast.data.ingest_config import ingest_command, ingest_targets
 from tilecast.paths import resolve
 
@@ -18,7 +17,12 @@ from tilecast.paths import resolve
 def main(cfg: DictConfig) -> None:
     """Run the ingest(s); exit 1 when a table fails its schema check (nothing is written for that dataset)."""
     failed = False
-    for name, source, output in ingest_targets(cfg):
+    targets = list(ingest_targets(cfg))
+    for _, _, output in targets:
+        output_directory(output, "output")
+    from tilecast.data.ingest import run_ingest
+
+    for name, source, output in targets:
         report = run_ingest(resolve(source), resolve(output), source_label=source, dataset=name,
                             command=ingest_command(name, source, output))
         failed |= not report.ok

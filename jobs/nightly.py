@@ -10,13 +10,18 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tilecast.cli import user_errors, with_catalog_args
+from tilecast.cli import output_directory, user_errors, with_catalog_args
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="nightly")
 @user_errors()
 def main(cfg: DictConfig) -> None:
     """Run the nightly pipeline; a bad config or registry state exits 2 naming the problem."""
+    output_directory(cfg.output_dir)
+    if cfg.dask.address:  # an unreachable scheduler fails here, before the registry or any work
+        from tilecast.scoring.cluster import check_scheduler
+
+        check_scheduler(str(cfg.dask.address), float(cfg.dask.connect_timeout_s))
     from tilecast.scoring.nightly import run_nightly, settings_from_config
 
     result = run_nightly(settings_from_config(OmegaConf.to_container(cfg, resolve=True)),

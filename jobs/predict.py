@@ -8,23 +8,16 @@ import json
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tilecast.cli import gpu_from_cfg, model_from_cfg, user_errors, with_catalog_args
-from tilecast.forecast.serve import ServeWorkload
-from tilecast.io import write_atomic
-from tilecast.paths import resolve
-from tilecast.registry.forecaster import predict_serve, predict_workload
-from tilecast.registry.tracking import configure
-from tilecast.scoring.matrix import n_gpus_of
-from tilecast.scoring.memory import memory_required_bytes
-from tilecast.scoring.metrics import FitPolicy, one_cell
-from tilecast.scoring.pricing import load_pricing
+from tilecast.cli import gpu_from_cfg, int_setting, model_from_cfg, output_file, user_errors, with_catalog_args
 from tilecast.specs import all_gpus, all_models
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="predict")
 @user_errors()
 def main(cfg: DictConfig) -> None:
+    """Check the settings first (exit 2 naming a bad one), then load the predictors (MLflow) and forecast."""
     model, gpu = model_from_cfg(cfg.get("model")), gpu_from_cfg(cfg.get("gpu"))
+    output_file(cfg.output)
     needed = ("isl", "osl") if cfg.mode == "serve" else ("batch", "seq_len")
     missing = [k for k in needed if OmegaConf.is_missing(cfg, k)]
     if missing:
@@ -33,14 +26,26 @@ def main(cfg: DictConfig) -> None:
         raise ValueError(f"model=<key> is required; known: {', '.join(sorted(all_models()))}")
     if gpu is None:
         raise ValueError(f"gpu=<key|device name> is required; known: {', '.join(sorted(all_gpus()))}")
+    for key in needed + (("tp", "concurrency", "pp") if cfg.mode == "serve" else ()):
+        int_setting(cfg, key)
+    from tilecast.registry.forecaster import predict_workload
+    from tilecast.registry.tracking import configure
+    from tilecast.scoring.matrix import n_gpus_of
+    from tilecast.scoring.memory import memory_required_bytes
+    from tilecast.scoring.metrics import FitPolicy, one_cell
+    from tilecast.scoring.pricing import load_pricing
+
     if cfg.forecaster == "registry":
         configure(cfg.mlflow.tracking_uri)
     if cfg.mode == "serve":
         return serve(cfg, model, gpu)
-    fc, record = predict_workload(model, gpu, _int(cfg, "batch"), _int(cfg, "seq_len"), str(cfg.mode), cfg.parallel,
-                                  bool(cfg.fused), str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
-                                  dtype=str(cfg.dtype))
+    batch, seq_len = int_setting(cfg, "batch"), int_setting(cfg, "seq_len")
+    fc, record = predict_workload(model, gpu, batch, seq_len, str(cfg.mode), cfg.parallel, bool(cfg.fused),
+                                  str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate), dtype=str(cfg.dtype),
+                                  interval_level=cfg.get("interval_level"))
     print(fc.describe())
+    print(f"  {100 * record['interval_level']:.0f}% interval {record['pred_lo_ms']:.3f} - {record['pred_hi_ms']:.3f} ms"
+          f" ({record['interval_note']})")
     mem = memory_required_bytes(fc.model, fc.batch, fc.seq_len, fc.mode, fc.parallel, optimizer=cfg.optimizer,
                                 dtype=fc.dtype)
     economics = one_cell(fc, gpu, load_pricing(cfg.pricing), FitPolicy(optimizer=cfg.optimizer), mem,
@@ -57,22 +62,18 @@ def main(cfg: DictConfig) -> None:
 
 def serve(cfg: DictConfig, model, gpu) -> None:
     """``mode=serve``: TTFT, TPOT, tokens/s, memory and cost of one serving configuration."""
-    sw = ServeWorkload(model, str(cfg.dtype), _int(cfg, "tp"), _int(cfg, "isl"), _int(cfg, "osl"),
-                       _int(cfg, "concurrency"), _int(cfg, "pp"))
+    from tilecast.forecast.serve import ServeWorkload
+    from tilecast.registry.forecaster import predict_serve
+    from tilecast.scoring.pricing import load_pricing
+
+    tp, isl, osl, concurrency, pp = (int_setting(cfg, k) for k in ("tp", "isl", "osl", "concurrency", "pp"))
+    sw = ServeWorkload(model, str(cfg.dtype), tp, isl, osl, concurrency, pp)
     fc, record = predict_serve(sw, gpu, str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
-                               load_pricing(cfg.pricing))
+                               load_pricing(cfg.pricing), interval_level=cfg.get("interval_level"))
     print(fc.describe())
     print(f"  cost {record['usd_per_1m_output_tokens']:.3f} USD per 1M output tokens "
           f"({record['usd_per_gpu_hour']:.2f} USD per GPU-hour, conf/pricing)")
     _finish(cfg, record)
-
-
-def _int(cfg: DictConfig, key: str) -> int:
-    """An integer setting; ``2.7`` or ``"x"`` is refused by name, never truncated."""
-    value = cfg.get(key)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"{key} must be an integer, got {value!r}")
-    return value
 
 
 def _finish(cfg: DictConfig, record: dict) -> None:
@@ -81,7 +82,9 @@ def _finish(cfg: DictConfig, record: dict) -> None:
     for note in record["notes"]:
         print(f"  note: {note}")
     if cfg.output:
-        out = write_atomic(resolve(cfg.output), lambda p: p.write_text(json.dumps(record, indent=2) + "\n"))
+        from tilecast.io import write_atomic
+
+        out = write_atomic(output_file(cfg.output), lambda p: p.write_text(json.dumps(record, indent=2) + "\n"))
         print(f"wrote {out}")
 
 

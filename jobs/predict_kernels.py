@@ -11,12 +11,8 @@ import logging
 import hydra
 from omegaconf import DictConfig
 
-from tilecast.cli import gpu_from_cfg, user_errors, with_catalog_args
-from tilecast.forecast.kernels import forecast_kernels
-from tilecast.io import read_table, write_table
-from tilecast.metrics import mape_table
+from tilecast.cli import gpu_from_cfg, output_file, user_errors, with_catalog_args
 from tilecast.paths import resolve
-from tilecast.tiles.roofline import roofline_ms
 
 log = logging.getLogger("predict_kernels")
 
@@ -24,8 +20,15 @@ log = logging.getLogger("predict_kernels")
 @hydra.main(version_base="1.3", config_path="../conf", config_name="predict_kernels")
 @user_errors()
 def main(cfg: DictConfig) -> None:
-    rows = read_table(resolve(cfg.input))
+    """Check the settings and read the rows first (exit 2 naming a bad one), then forecast."""
+    output = output_file(cfg.output, from_root=False)
     gpu = gpu_from_cfg(cfg.get("gpu"))  # the gpu group is absent unless gpu= is given
+    from tilecast.forecast.kernels import forecast_kernels
+    from tilecast.io import read_table, write_table
+    from tilecast.metrics import mape_table
+    from tilecast.tiles.roofline import roofline_ms
+
+    rows = read_table(resolve(cfg.input))
     if cfg.predictor.name == "roofline":
         result = forecast_kernels(rows, lambda fam, r, g: roofline_ms(r, g), gpu)
     elif cfg.predictor.name == "registry":
@@ -44,7 +47,7 @@ def main(cfg: DictConfig) -> None:
                          f"trained with `python jobs/train.py predictor=...`), roofline")
     for op, n in result.unknown_ops.items():
         log.warning("%d rows of op %r: no predictor covers it; pred_ms left empty", n, op)
-    out = write_table(result.table, cfg.output)
+    out = write_table(result.table, output)
     log.info("wrote %d rows to %s", len(result.table), out)
     if "Latency" in result.table and "Device" in result.table:
         print(mape_table(result.table, "Device").to_string())

@@ -11,8 +11,6 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from tilecast.cli import user_errors, with_catalog_args
-from tilecast.registry.promotion import PromotionPolicy, PromotionRefused, promote, rollback
-from tilecast.registry.tracking import configure
 
 log = logging.getLogger("promote")
 
@@ -20,6 +18,10 @@ log = logging.getLogger("promote")
 @hydra.main(version_base="1.3", config_path="../conf", config_name="promote")
 @user_errors()
 def main(cfg: DictConfig) -> None:
+    """Check the settings first (exit 2 naming a bad one), then open the store (MLflow) and promote."""
+    from tilecast.registry.promotion import PromotionPolicy, PromotionRefused, promote, rollback
+    from tilecast.registry.tracking import configure
+
     uri = configure(cfg.mlflow.tracking_uri, timeout_s=cfg.mlflow.get("connect_timeout_s"))
     log.info("tracking at %s", uri)
     families = tuple(cfg.families)

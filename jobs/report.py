@@ -6,19 +6,19 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tilecast.cli import user_errors, with_catalog_args
+from tilecast.cli import output_directory, user_errors, with_catalog_args
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="report")
 @user_errors()
 def main(cfg: DictConfig) -> None:
     """Render the run's report; an unknown run or bad config exits 2 naming it."""
-    from tilecast.paths import resolve
+    output_dir = output_directory(cfg.output_dir)
     from tilecast.reports.run import run_report, settings_from_config
 
     plain = OmegaConf.to_container(cfg, resolve=True)
     settings, fleet = settings_from_config(plain)
-    result = run_report(resolve(plain["output_dir"]), plain.get("run"), settings, fleet, bool(plain["compare"]))
+    result = run_report(output_dir, plain.get("run"), settings, fleet, bool(plain["compare"]))
     print(f"report: {result.markdown}\n        {result.html}")
 
 

@@ -11,8 +11,6 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from tilecast.cli import user_errors, with_catalog_args
-from tilecast.registry.tracking import configure
-from tilecast.registry.training import TrainSpec, train
 
 log = logging.getLogger("train")
 
@@ -20,6 +18,10 @@ log = logging.getLogger("train")
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 @user_errors()
 def main(cfg: DictConfig) -> None:
+    """Check the settings first (exit 2 naming a bad one), then open the store (MLflow) and train."""
+    from tilecast.registry.tracking import configure
+    from tilecast.registry.training import TrainSpec, train
+
     spec = TrainSpec(predictor=cfg.predictor.name,
                      params=OmegaConf.to_container(cfg.predictor, resolve=True).get("params") or {},
                      families=(cfg.families,) if isinstance(cfg.families, str) else tuple(cfg.families),

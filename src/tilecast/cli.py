@@ -20,6 +20,12 @@ into an error that lists the closest ones.
 :func:`user_errors` is how every job reports a mistake a person fixes (a bad name or value, a missing
 file, alias or registered model, a model saved in a format this code cannot read): one line
 ``error: ...`` on stderr and exit status 2, no traceback. Anything else is a bug and keeps its traceback.
+Used as the decorator under ``@hydra.main`` it first checks the command line's overrides against the job's
+conf files (:func:`check_overrides`): a value of another type than the setting's default (``val_fraction=abc``,
+``rollback=maybe``), a new key (``+bogus=1``) or a deleted group or setting (``~mlflow``) is refused by name, and
+a key the job misses after a deletion inside a section (``~mlflow.experiment``) is named too.
+A config Hydra cannot compose (an unknown key or config group option, a missing mandatory group, an
+unparsable override) is reported the same way by :func:`with_catalog_args` (:func:`hydra_error_line`).
 
 :func:`main` is the ``tilecast`` console script: ``tilecast <job> key=value ...`` runs ``jobs/<job>.py``
 with the same arguments from any directory; ``tilecast --help`` lists the jobs.
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import logging
 import os
 import re
@@ -35,17 +42,22 @@ import runpy
 import shlex
 import sys
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from functools import wraps
 from pathlib import Path
 from typing import Any
 
-from hydra.errors import ConfigCompositionException
-from omegaconf import OmegaConf
-from omegaconf.errors import MissingMandatoryValue
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import (
+    ConfigAttributeError,
+    ConfigKeyError,
+    InterpolationResolutionError,
+    MissingMandatoryValue,
+    OmegaConfBaseException,
+)
 
-from tilecast.paths import ROOT
+from tilecast.paths import CONF_DIR, ROOT, resolve
 from tilecast.specs import GpuSpec, ModelSpec, SpecError, UnknownSpecError, get_gpu, get_model
 from tilecast.specs.whatif import (
     GPU_IDENTITY,
@@ -62,9 +74,10 @@ log = logging.getLogger("tilecast.cli")
 USER_ERROR_EXIT = 2
 #: set to 1 to get the traceback of a user error too (debugging)
 TRACEBACK_ENV = "TILECAST_TRACEBACK"
-#: user errors of every job (ValueError covers config validation and the other modules' value errors)
+#: user errors of every job (ValueError covers config validation and the other modules' value errors; an
+#: interpolation ``${...}`` of the command line or a conf file that does not resolve is one too)
 USER_ERRORS: tuple[type[BaseException], ...] = (SpecError, UnknownSpecError, ValueError, FileNotFoundError,
-                                                 MissingMandatoryValue)
+                                                 MissingMandatoryValue, InterpolationResolutionError)
 #: user errors of modules a job may not import: (module, class) looked up only once the module is loaded,
 #: so this module stays cheap (Dask workers re-import the job files). ``RegistryError`` covers missing
 #: aliases and models and ``IncompatibleModelError`` (an unloadable registered version).
@@ -79,24 +92,63 @@ def is_user_error(exc: BaseException, extra: tuple[type[BaseException], ...] = (
     return isinstance(exc, lazy)
 
 
+#: the ``[12:00:00] /path/src/file.cc:123: `` prefix of a message from a native library (XGBoost's C++ core)
+_NATIVE_FRAME = re.compile(r"\[\d\d:\d\d:\d\d\] \S+?:\d+: ")
+
+
 def one_line(exc: BaseException) -> str:
-    """The error's message on one line (a KeyError's message unquoted)."""
+    """The error's message on one line (a KeyError's message unquoted; an OmegaConf error's prefixed with the
+    setting it is about)."""
+    key = getattr(exc, "full_key", None) if isinstance(exc, OmegaConfBaseException) else None
+    if key and isinstance(exc, MissingMandatoryValue):
+        return f"{key}=<value> is required (it has no default)"
     text = str(exc.args[0]) if isinstance(exc, KeyError) and len(exc.args) == 1 else str(exc)
+    if key and getattr(exc, "msg", None):
+        text = f"{key}: {str(exc.msg).split('full_key:')[0].strip()}"  # without OmegaConf's full_key / object_type
+    if type(exc).__module__.startswith("xgboost"):
+        text = "XGBoost: " + _NATIVE_FRAME.sub("", text.split("Stack trace:", 1)[0])
     return " ".join(part.strip() for part in text.splitlines() if part.strip()) or type(exc).__name__
 
 
-@contextmanager
-def user_errors(*extra: type[BaseException]) -> Iterator[None]:
+def _report(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(USER_ERROR_EXIT) from None
+
+
+class user_errors:  # noqa: N801 (used as ``with user_errors():`` and ``@user_errors()``, like a contextmanager)
     """Turn a user error (:func:`is_user_error`, plus ``extra`` types) into ``error: <message>`` on stderr
     and exit status 2; other exceptions pass unchanged. Usable as ``with user_errors():`` or as a decorator
-    (``@user_errors()`` right under ``@hydra.main``). ``TILECAST_TRACEBACK=1`` re-raises instead."""
-    try:
-        yield
-    except Exception as exc:
-        if not is_user_error(exc, extra) or os.environ.get(TRACEBACK_ENV) == "1":
-            raise
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        raise SystemExit(USER_ERROR_EXIT) from None
+    (``@user_errors()`` right under ``@hydra.main``: the job's config is checked first, :func:`check_overrides`).
+    ``TILECAST_TRACEBACK=1`` re-raises instead."""
+
+    def __init__(self, *extra: type[BaseException]) -> None:
+        self.extra = extra
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if not isinstance(exc, Exception) or not is_user_error(exc, self.extra) or os.environ.get(TRACEBACK_ENV) == "1":
+            return False
+        _report(one_line(exc))
+        return False  # not reached
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                if args and isinstance(args[0], DictConfig):
+                    check_overrides(args[0])
+                try:
+                    return fn(*args, **kwargs)
+                except (ConfigAttributeError, ConfigKeyError) as exc:  # a key the job reads is missing: a bug,
+                    deleted = _deletions()  # unless the command line deleted something
+                    if not deleted:
+                        raise
+                    raise SpecError(f"{one_line(exc)}: the job reads it, and {' '.join(deleted)} deleted it or "
+                                    f"what holds it") from None
+
+        return run
 
 
 #: prefixes of a Hydra override: ``+key=`` adds, ``++key=`` adds or overrides, ``~key`` deletes
@@ -257,27 +309,319 @@ def hydra_dir_args(argv: list[str], home: Path | None = None) -> list[str]:
 
 def with_catalog_args(main: Callable[[], Any], what_if: tuple[str, ...] = ()) -> Callable[[], Any]:
     """Wrap a ``@hydra.main`` function: split joined overrides, normalise catalog arguments, place Hydra's
-    directories (:func:`hydra_dir_args`); exit 2 on an unknown name. ``what_if`` names the groups (``gpu``,
-    ``model``) the job reads through :func:`gpu_from_cfg` / :func:`model_from_cfg`, which take field
-    overrides; what-ifs of other groups are refused (a job that drops them must not accept them)."""
+    directories (:func:`hydra_dir_args`); exit 2 on an unknown name or a config Hydra cannot compose
+    (:func:`hydra_error_line`). ``what_if`` names the groups (``gpu``, ``model``) the job reads through
+    :func:`gpu_from_cfg` / :func:`model_from_cfg`, which take field overrides; what-ifs of other groups are
+    refused (a job that drops them must not accept them)."""
 
     @wraps(main)
     def run() -> Any:
         with user_errors():
             sys.argv[1:] = hydra_dir_args(catalog_argv(split_joined(sys.argv[1:]), what_if=tuple(what_if)))
-        if not _HELP_FLAGS & set(sys.argv[1:]):
-            return main()
+        # Hydra prints a composition error itself (several lines, exit 1) unless HYDRA_FULL_ERROR is set: then it
+        # raises, and the error is reported here on one line. A job's own bugs keep their (whole) traceback.
+        os.environ.setdefault(HYDRA_FULL_ERROR_ENV, "1")
         try:
             return main()
-        except ConfigCompositionException as exc:  # Hydra composes the config for --help outside its error report
-            print(f"error: {one_line(exc)} (--help shows the composed config: give the mandatory groups too)",
-                  file=sys.stderr)
-            raise SystemExit(USER_ERROR_EXIT) from None
+        except HydraException as exc:
+            if os.environ.get(TRACEBACK_ENV) == "1":
+                raise
+            help_note = (" (--help shows the composed config: give the mandatory groups too)"
+                         if _HELP_FLAGS & set(sys.argv[1:]) else "")
+            _report(hydra_error_line(exc, sys.argv[1:], _config_name(main)) + help_note)
 
     return run
 
 
 _HELP_FLAGS = {"--help", "-h", "--hydra-help"}
+HYDRA_FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
+
+
+def _config_name(main: Callable[..., Any]) -> str:
+    """The job's primary config: ``conf/<job>.yaml`` for ``jobs/<job>.py``."""
+    import inspect
+
+    return Path(inspect.unwrap(main).__code__.co_filename).stem
+
+
+def _override_of(argv: list[str], key: str) -> str:
+    """The command-line override that sets ``key`` (``key=value``, ``+key=...``), else ``key``."""
+    for arg in argv:
+        m = _OVERRIDE.match(arg)
+        if m and m["name"] == key:
+            return arg
+    return key
+
+
+def _options(text: str) -> str:
+    """The tab-indented option names Hydra lists after ``Available options...:``."""
+    text = text.split("Config search path:", 1)[0]
+    block = text.split("Available options", 1)[1] if "Available options" in text else ""
+    return ", ".join(line.strip() for line in block.splitlines()[1:] if line.startswith("\t"))
+
+
+def hydra_error_line(exc: HydraException, argv: list[str], config_name: str = "") -> str:
+    """One line for a config Hydra could not compose from ``argv``, naming the override and what is known."""
+    text = str(exc)
+    cause = exc.__cause__
+    bad = re.match(r"Could not override '(?P<key>[^']+)'\.(?P<rest>.*)", text, re.S)
+    if bad:
+        key = bad["key"]
+        arg = _override_of(argv, key)
+        if "No match in the defaults list" in bad["rest"]:
+            return f"{arg}: this job has no config group or setting {key!r}{_did_you_mean(config_name, key)}"
+        if cause is not None and "not in struct" in str(cause):
+            return (f"{arg}: unknown setting {key!r} (not in conf/{config_name}.yaml or its groups)"
+                    f"{_did_you_mean(config_name, key)}")
+        return f"{arg}: {one_line(cause) if cause is not None else one_line(exc)}"
+    missing = re.search(r"Could not find '(?P<group>[^'/]*)/(?P<option>[^']*)'", text)
+    if isinstance(exc, MissingConfigException) and missing:
+        group, option = missing["group"], missing["option"]
+        known = _options(text)
+        what = f"no config conf/{group}/{option}.yaml" if option else "no option given"
+        return f"{group}={option}: {what}" + (f"; available: {known}" if known else "")
+    mandatory = re.match(r"You must specify '(?P<group>[^']+)'", text)
+    if mandatory:
+        known = _options(text)
+        return (f"You must specify '{mandatory['group']}' ({mandatory['group']}=<option>)"
+                + (f"; available: {known}" if known else ""))
+    if isinstance(exc, OverrideParseException):
+        first = text.splitlines()[0] if text else type(exc).__name__
+        return f"cannot parse the command line: {first} (override syntax: key=value, see " \
+               "https://hydra.cc/docs/advanced/override_grammar/basic)"
+    return one_line(ValueError(text.split("Config search path:")[0]))
+
+
+# ---------------------------------------------------------------- the overrides against the job's conf files
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    return node if isinstance(node, dict) else {}
+
+
+def _defaults_list(primary: Mapping[str, Any]) -> dict[str, Any]:
+    """``{group: option}`` of a conf file's defaults list (``_self_`` and plain config names left out)."""
+    out: dict[str, Any] = {}
+    for item in primary.get("defaults") or []:
+        if isinstance(item, dict):
+            out.update({str(k).lstrip("+"): v for k, v in item.items()})
+    return out
+
+
+def conf_defaults(config_name: str, choices: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The job's settings as its conf files give them, before any override: ``conf/<config_name>.yaml`` with
+    each config group of its defaults list (the option in ``choices``, else the file's default) merged in,
+    the primary file's values winning (``_self_`` comes last in every job). ``hydra`` is left out."""
+    primary = _load_yaml(CONF_DIR / f"{config_name}.yaml")
+    groups = _defaults_list(primary)
+    out: dict[str, Any] = {k: v for k, v in primary.items() if k not in ("defaults", "hydra")}
+    for group, default in groups.items():
+        option = (choices or {}).get(group, default)
+        node = _load_yaml(CONF_DIR / group / f"{option}.yaml") if isinstance(option, str) and option != "???" else {}
+        node.pop("defaults", None)
+        mine = out.get(group)
+        out[group] = OmegaConf.to_container(OmegaConf.merge(node, mine), resolve=False) \
+            if isinstance(mine, dict) else (node if mine is None else mine)
+    return out
+
+
+_ABSENT = object()
+
+
+def _lookup(tree: Any, key: str) -> Any:
+    for part in key.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return _ABSENT
+        tree = tree[part]
+    return tree
+
+
+def _open_mapping(defaults: Mapping[str, Any], key: str) -> bool:
+    """Whether ``key`` falls under a mapping the conf files leave empty (``train.params: {}``: its keys are
+    another object's fields, checked by the code that reads them) or under no mapping of the files at all."""
+    node: Any = defaults
+    for part in key.split(".")[:-1]:
+        if not isinstance(node, dict) or part not in node:
+            break
+        node = node[part]
+    return not isinstance(node, dict) or not node
+
+
+def check_fields(section: str, cls: type, values: Mapping[str, Any]) -> None:
+    """Check a config section meant as keyword arguments of dataclass ``cls`` (``nightly``'s ``train:`` ->
+    ``TrainSpec``): an unknown key, or a value of another type than a boolean / numeric field's default, is a
+    :class:`SpecError` naming ``<section>.<key>``."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key, value in values.items():
+        if key not in fields:
+            raise SpecError(f"{section}.{key}={value}: {cls.__name__} has no field {key!r}; known: "
+                            f"{', '.join(fields)}")
+        default = fields[key].default
+        problem = _type_problem(default, value) if not isinstance(default, dict) else None
+        if problem:
+            raise SpecError(f"{section}.{key}={value}: {problem} (the default is {_yaml_value(default)}), "
+                            f"got {_kind(value)}")
+
+
+def _did_you_mean(config_name: str, key: str) -> str:
+    """``; did you mean 'val_fraction'?`` for a key close to a known one (same level), else ``""``."""
+    if not config_name:
+        return ""
+    parent, _, leaf = key.rpartition(".")
+    node = _lookup(conf_defaults(config_name), parent) if parent else conf_defaults(config_name)
+    if not isinstance(node, dict):
+        return ""
+    close = difflib.get_close_matches(leaf, [str(k) for k in node], n=3)
+    prefix = f"{parent}." if parent else ""
+    return f"; did you mean {' or '.join(repr(prefix + c) for c in close)}?" if close else ""
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return f"the text {value!r}"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _type_problem(default: Any, value: Any) -> str | None:
+    """Why ``value`` cannot stand where the conf file has ``default`` (None: it can). Only typed defaults are
+    checked: a boolean, an integer, a number, a mapping; null, ``???`` and text defaults take anything here
+    (the job validates those)."""
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "expected true or false"
+    if isinstance(default, int):
+        return None if value is None or (isinstance(value, int) and not isinstance(value, bool)) else \
+            "expected an integer"
+    if isinstance(default, float):
+        return None if value is None or (isinstance(value, int | float) and not isinstance(value, bool)) else \
+            "expected a number"
+    if isinstance(default, dict):
+        return None if isinstance(value, Mapping) else "expected a mapping {key: value, ...}"
+    return None
+
+
+def check_overrides(cfg: DictConfig) -> None:
+    """Check the command line's overrides of a composed job config against the job's conf files
+    (:func:`conf_defaults`), before the job reads any of them:
+
+    - a value must have the type of the setting's default: a boolean takes ``true`` / ``false`` only (not
+      ``maybe`` or ``no``), an integer an integer, a number a number, a mapping a mapping (else the job
+      would read ``bool('no')`` as true or fail deep inside with a traceback);
+    - a list setting given one value takes it as a one-element list (``families=softmax``);
+    - ``+key=`` may not add a setting the job does not have (it would be ignored), except under a mapping the
+      conf files leave empty (``+train.params.rounds=50``); ``~key`` may not delete a group or top-level setting
+      (every job reads all of its own); a part of one may go (``~matrix.serve``).
+
+    ``hydra.*``, config group choices (``predictor=mlp``) and what-if fields (``gpu.*``, ``model.*``: validated
+    as specs) pass. Outside a Hydra run (no :class:`HydraConfig`) nothing is checked."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if not HydraConfig.initialized():
+        return
+    hc = HydraConfig.get()
+    choices = dict(hc.runtime.choices)
+    defaults = conf_defaults(hc.job.config_name, choices)
+    for ov in OverridesParser.create().parse_overrides(_task_overrides()):
+        key = ov.key_or_group
+        if re.split(r"[./]", key)[0] in ("hydra", *WHAT_IF_GROUPS) or (key in choices and not ov.is_delete()):
+            continue
+        if ov.is_delete():
+            if "." not in key:  # a whole group or top-level setting: every job reads each of its own
+                raise SpecError(f"{ov.input_line}: a setting of this job cannot be deleted; give it a value instead "
+                                f"({key}=<value>, or {key}=null where null is allowed)")
+            continue  # a part of one (~matrix.serve: an optional section); a key the job then misses is named
+        default = _lookup(defaults, key)
+        if default is _ABSENT:
+            if (ov.is_add() or ov.is_force_add()) and not _open_mapping(defaults, key):
+                raise SpecError(f"{ov.input_line}: this job has no setting {key!r} (it would be ignored)"
+                                f"{_did_you_mean(hc.job.config_name, key)}")
+            continue
+        try:
+            value = OmegaConf.select(cfg, key)
+        except OmegaConfBaseException as exc:  # an interpolation that does not resolve
+            why = str(getattr(exc, "msg", None) or exc).split("full_key:")[0].strip()
+            raise SpecError(f"{ov.input_line}: {why}") from None
+        if isinstance(default, list) and value is not None and not OmegaConf.is_config(value):
+            OmegaConf.update(cfg, key, [value], merge=False)
+            continue
+        problem = _type_problem(default, value)
+        if problem:
+            raise SpecError(f"{ov.input_line}: {problem} (the default is {_yaml_value(default)}), got {_kind(value)}")
+
+
+def _deletions() -> list[str]:
+    """The ``~key`` overrides of the current Hydra run (none outside one)."""
+    return [o for o in _task_overrides() if o.startswith("~")]
+
+
+def _task_overrides() -> list[str]:
+    """The command line's overrides of the current Hydra run as typed (``${...}`` unresolved); none outside one."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    return [str(o) for o in OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)]
+
+
+def _yaml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dict):
+        return f"a mapping of {', '.join(map(str, value))}"
+    return repr(value)
+
+
+#: the largest integer a workload setting (batch, seq_len, isl, osl, tp, concurrency, ...) may take: the
+#: forecast multiplies them in 64-bit arithmetic, and far larger values overflow (OverflowError) deep inside
+MAX_INT_SETTING = 2**31 - 1
+
+
+def int_setting(cfg: Any, key: str) -> int:
+    """An integer setting of a composed config, in ``[1, MAX_INT_SETTING]``; ``2.7``, ``"x"``, ``true``, 0 or
+    ``10**30`` is refused by name, never truncated or passed on to overflow."""
+    value = cfg.get(key) if hasattr(cfg, "get") else cfg[key]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{key} must be an integer, got {value!r}")
+    if not 1 <= value <= MAX_INT_SETTING:
+        raise ValueError(f"{key}={value}: must be between 1 and {MAX_INT_SETTING}")
+    return value
+
+
+# ---------------------------------------------------------------- output paths
+
+
+def output_file(value: Any, key: str = "output", from_root: bool = True) -> Path | None:
+    """The path of a file setting (``output=``), None when unset: resolved by :func:`tilecast.paths.resolve`, or
+    as given (relative to the working directory) with ``from_root=False``. An existing directory, or a parent
+    that is a file, is refused naming the setting (before the job does any work)."""
+    if value is None or value == "":
+        return None
+    path = resolve(str(value)) if from_root else Path(str(value)).expanduser()
+    if path.is_dir():
+        raise ValueError(f"{key}={value}: {path} is a directory; give a file path (e.g. {key}={value}/<name>)")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"{key}={value}: {parent} is a file, not a directory")
+            break
+    return path
+
+
+def output_directory(value: Any, key: str = "output_dir") -> Path:
+    """The resolved path of a directory setting (``output_dir=``); an existing file there (or above it) is
+    refused naming the setting."""
+    path = resolve(str(value))
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise ValueError(f"{key}={value}: {p} is a file, not a directory")
+            break
+    return path
 
 
 def _plain(node: Any) -> dict[str, Any]:

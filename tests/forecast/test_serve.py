@@ -116,7 +116,7 @@ def test_predict_job_serve_mode_prints_and_writes_json(tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "jobs" / "predict.py"), "mode=serve", "model=llama31_8b",
                           "gpu=b200", "isl=1024", "osl=1024", "concurrency=2.5", "forecaster=roofline"],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert bad.returncode == 2 and "concurrency must be an integer" in bad.stderr
+    assert bad.returncode == 2 and "concurrency=2.5: expected an integer" in bad.stderr
 
 
 def test_predict_tells_memory_fit_and_cost(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -52,12 +53,42 @@ class DaskConfig:
         return out
 
 
+def check_scheduler(address: str, timeout_s: float) -> None:
+    """Fail fast, naming ``dask.address``, when nothing accepts a connection at a ``tcp://`` / ``tls://``
+    scheduler address (``distributed`` would retry for ``connect_timeout_s`` and then raise a traceback).
+    Other protocols (``inproc://``, ``ucx://``) are left to ``distributed``."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme not in ("tcp", "tls"):
+        return
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or port is None:
+        raise ValueError(f"dask.address={address}: expected tcp://<host>:<port> of a running `dask scheduler`")
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise ValueError(f"dask.address={address}: no Dask scheduler answers there ({why}, within "
+                         f"dask.connect_timeout_s={timeout_s:g} s); start one with `dask scheduler`, or leave "
+                         f"dask.address null for a local cluster") from None
+
+
 @contextlib.contextmanager
 def dask_client(cfg: DaskConfig) -> Iterator[Client]:
     """A connected client; a LocalCluster it started is closed on exit, a remote scheduler is left running."""
     if cfg.address:
         log.info("connecting to dask scheduler %s", cfg.address)
-        client = Client(cfg.address, timeout=f"{cfg.connect_timeout_s}s")
+        check_scheduler(cfg.address, cfg.connect_timeout_s)
+        try:
+            client = Client(cfg.address, timeout=f"{cfg.connect_timeout_s}s")
+        except (OSError, TimeoutError) as exc:  # it accepted the connection but is no scheduler, or went away
+            raise ValueError(f"dask.address={cfg.address}: could not connect a Dask client within "
+                             f"dask.connect_timeout_s={cfg.connect_timeout_s:g} s: {exc}") from None
         try:
             yield client
         finally:

@@ -82,6 +82,19 @@ def ensure_champion(settings: NightlySettings, config_yaml: str | None = None) -
     return tuple(missing)
 
 
+def check_bootstrap(train: Mapping[str, Any], promote: Mapping[str, Any]) -> None:
+    """Validate the ``train`` / ``promote`` sections (used only when a champion is missing) before any work:
+    a bad one must not surface after a night of scoring, nor be ignored."""
+    from tilecast.cli import check_fields
+    from tilecast.registry.promotion import PromotionPolicy
+    from tilecast.registry.training import TrainSpec
+
+    check_fields("train", TrainSpec, train)
+    check_fields("promote", PromotionPolicy, promote)
+    TrainSpec(**{"predictor": "xgboost", **dict(train), "families": FAMILIES})
+    PromotionPolicy(**dict(promote))
+
+
 def _metrics(run: ScoreRun, diff: RunDiff | None, fit: dict | None) -> dict[str, float]:
     stats = run.stats.as_dict()
     out = {k: float(v) for k, v in stats.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -128,6 +141,7 @@ def settings_from_config(cfg: Mapping[str, Any]) -> NightlySettings:
     from tilecast.scoring.run import settings_from_config as score_settings
 
     report, fleet = report_settings({**(cfg.get("report") or {}), "fleet": cfg.get("fleet")})
+    check_bootstrap(dict(cfg.get("train") or {}), dict(cfg.get("promote") or {}))
     return NightlySettings(score=score_settings(cfg), report=report, fleet=fleet,
                            experiment=str(cfg.get("experiment") or "nightly"), train=dict(cfg.get("train") or {}),
                            promote_policy=dict(cfg.get("promote") or {}))

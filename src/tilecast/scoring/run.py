@@ -60,6 +60,10 @@ class ScoreSettings:
     calibrate: bool = True  # apply each GPU's stored calibration (jobs/calibrate.py) where there is one
     max_cells: int | None = 2_000_000  # refuse a larger matrix (cells before exclusions); None: no limit
 
+    def __post_init__(self) -> None:
+        if self.progress is not None and not isinstance(self.progress, bool):  # bool("maybe") would be True
+            raise ValueError(f"progress={self.progress!r}: expected true, false or null (a bar on a terminal only)")
+
     @property
     def cache(self) -> GraphCache | None:
         if not self.graph_cache:

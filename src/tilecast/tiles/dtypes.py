@@ -11,9 +11,12 @@ mixed-precision training: bf16 compute with fp32 master weights, gradients and o
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # not imported at run time: the jobs import this module before they check their config
+    import pandas as pd
 
 #: bytes per element of each storage / compute dtype
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
@@ -65,7 +68,7 @@ def op_dtype(workload_dtype: str, kind: str) -> str:
 
 def bytes_per_element(dtypes: Iterable[str] | np.ndarray | pd.Series) -> np.ndarray:
     """Bytes per element of each dtype name (vectorised; unknown names raise :class:`DtypeError`)."""
-    values = np.asarray(list(dtypes) if not isinstance(dtypes, np.ndarray | pd.Series) else dtypes, dtype=object)
+    values = np.asarray(dtypes if hasattr(dtypes, "__array__") else list(dtypes), dtype=object)  # array, Series
     if values.size == 0:
         return np.zeros(0)
     uniq, inverse = np.unique(values.astype(str), return_inverse=True)
