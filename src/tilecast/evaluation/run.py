@@ -23,6 +23,7 @@ from tilecast.evaluation.suite import ape_summary, forecast_labels, headline
 from tilecast.forecast.intervals import check_level
 from tilecast.paths import resolve
 from tilecast.predictors import PREDICTORS, KernelPredictor
+from tilecast.predictors.rows import UNSEEN_GPUS
 from tilecast.registry.forecaster import as_family_predictor
 from tilecast.registry.kernel_forecast import load_registry_predictor
 from tilecast.registry.lineage import log_lineage
@@ -44,7 +45,7 @@ class EvaluationSettings:
     calibration_rows: int = 20
     seed: int = 0
     perop: bool = True
-    unseen_gpus: tuple[str, ...] = ("l4", "a100_pcie_80gb")
+    unseen_gpus: tuple[str, ...] = UNSEEN_GPUS
     experiment: str = "tilecast-evaluate"
     interval_level: float | None = None  # pred_lo_ms / pred_hi_ms level; None: intervals.DEFAULT_LEVEL
 

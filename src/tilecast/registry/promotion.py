@@ -33,7 +33,7 @@ from tilecast.evaluation.labels import LabelSet, shipped_labels
 from tilecast.evaluation.suite import build_frames, forecast_labels
 from tilecast.metrics import ape_pct
 from tilecast.predictors import evaluation_rows
-from tilecast.predictors.rows import precision_gate_rows
+from tilecast.predictors.rows import UNSEEN_GPUS, precision_gate_rows
 from tilecast.registry.aliases import ROLLBACK, AliasMove, alias_history, move_alias, rollback_target
 from tilecast.registry.forecaster import (
     FORECASTER_NAME,
@@ -64,7 +64,7 @@ class PromotionPolicy:
 
     kernel_tolerance_pct: float = 1.0
     e2e_tolerance_pct: float = 0.0
-    unseen_gpus: tuple[str, ...] = ("l4", "a100_pcie_80gb")
+    unseen_gpus: tuple[str, ...] = UNSEEN_GPUS
 
     def __post_init__(self) -> None:
         for name in ("kernel_tolerance_pct", "e2e_tolerance_pct"):

@@ -22,6 +22,7 @@ import pandas as pd
 
 from tilecast.metrics import ape_pct
 from tilecast.predictors import KernelPredictor, evaluation_rows, fit_predictor, training_rows
+from tilecast.predictors.rows import UNSEEN_GPUS
 from tilecast.registry.aliases import move_alias
 from tilecast.registry.lineage import frame_hash, log_lineage
 from tilecast.registry.models import log_predictor, model_name
@@ -51,7 +52,7 @@ class TrainSpec:
     alias: str = "challenger"
     val_fraction: float = 0.2
     seed: int = 0
-    unseen_gpus: tuple[str, ...] = ("l4", "a100_pcie_80gb")
+    unseen_gpus: tuple[str, ...] = UNSEEN_GPUS
     max_rows: int | None = None  # subsample each family's training rows (quick runs, tests)
 
     def __post_init__(self) -> None:
