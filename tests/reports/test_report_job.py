@@ -72,3 +72,16 @@ def test_unknown_run_lists_the_runs(tmp_path, smoke_scores, report_cfg):
     with pytest.raises(RunNotFoundError, match=r"no run dated 2025-12-31 .*; runs: 2026-01-01"):
         run_report(tmp_path, "2025-12-31", settings, fleet)
     assert is_user_error(RunNotFoundError("x"))  # the job prints it and exits 2, as for a bad matrix
+
+
+def test_the_report_settings_are_one_set_of_defaults():
+    """conf/report.yaml, the nightly's report node and ReportSettings agree (the README's tables describe one
+    report, whichever job writes it)."""
+    from omegaconf import OmegaConf
+
+    from tilecast.paths import CONF_DIR
+    from tilecast.reports.build import ReportSettings
+
+    report, nightly = OmegaConf.load(CONF_DIR / "report.yaml"), OmegaConf.load(CONF_DIR / "nightly.yaml").report
+    assert report.max_rows == nightly.max_rows == ReportSettings.max_rows
+    assert dict(report.latency_targets_ms) == dict(nightly.latency_targets_ms) == dict(ReportSettings().targets_ms)

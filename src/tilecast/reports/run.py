@@ -90,7 +90,9 @@ def settings_from_config(cfg: dict) -> tuple[ReportSettings, Fleet | None]:
     head = cfg.get("headline") or {}
     sl = Slice(int(head.get("seq_len", 1024)), canonical_parallel(head.get("parallel")), bool(head.get("fused", False)))
     targets = {str(k): float(v) for k, v in (cfg.get("latency_targets_ms") or {}).items()}
-    settings = ReportSettings(targets or ReportSettings().targets_ms, sl, int(cfg.get("max_rows", 60)),
-                              float(cfg.get("diff_threshold", 0.05)), ServeTargets.from_config(cfg.get("serve")))
+    defaults = ReportSettings()
+    settings = ReportSettings(targets or defaults.targets_ms, sl, int(cfg.get("max_rows", defaults.max_rows)),
+                              float(cfg.get("diff_threshold", defaults.diff_threshold)),
+                              ServeTargets.from_config(cfg.get("serve")))
     fleet = load_fleet(cfg["fleet"]) if cfg.get("fleet") else None
     return settings, fleet
