@@ -17,11 +17,11 @@ from pathlib import Path
 
 from tilecast.data import load_paper
 from tilecast.evaluation.benchmark import render, with_roofline
-from tilecast.evaluation.run import EvaluationSettings, evaluate
 from tilecast.evaluation.suite import forecast_labels
 from tilecast.forecast import roofline_predictor
 from tilecast.io import write_atomic, write_table
 from tilecast.paths import ROOT
+from tilecast.pipelines.evaluate import EvaluationSettings, evaluate
 from tilecast.registry.tracking import configure
 
 

@@ -21,8 +21,8 @@ log = logging.getLogger("evaluate")
 def main(cfg: DictConfig) -> None:
     """Check the settings first (exit 2 naming a bad one), then open the store (MLflow) and evaluate."""
     output_file(cfg.output)
-    from tilecast.evaluation.run import EvaluationSettings, evaluate, log_evaluation, report_lines
     from tilecast.io import write_table
+    from tilecast.pipelines.evaluate import EvaluationSettings, evaluate, log_evaluation, report_lines
     from tilecast.registry.tracking import configure
 
     uri = configure(cfg.mlflow.tracking_uri)
@@ -44,8 +44,9 @@ def main(cfg: DictConfig) -> None:
 
 def serving(cfg: DictConfig, uri: str) -> None:
     """``serving=<csv|parquet>``: forecast every row (GPU from ``system``, model from ``model_path``)."""
-    from tilecast.evaluation.serving import evaluate_serving, log_serving_evaluation, serving_summary
+    from tilecast.evaluation.serving import evaluate_serving, serving_summary
     from tilecast.io import read_table, write_table
+    from tilecast.pipelines.evaluate import log_serving_evaluation
     from tilecast.registry.forecaster import predictor_source
 
     rows = read_table(resolve(cfg.serving))

@@ -22,7 +22,7 @@ def main(cfg: DictConfig) -> None:
         from tilecast.scoring.cluster import check_scheduler
 
         check_scheduler(str(cfg.dask.address), float(cfg.dask.connect_timeout_s))
-    from tilecast.scoring.nightly import run_nightly, settings_from_config
+    from tilecast.pipelines.nightly import run_nightly, settings_from_config
 
     result = run_nightly(settings_from_config(OmegaConf.to_container(cfg, resolve=True)),
                          OmegaConf.to_yaml(cfg, resolve=True))

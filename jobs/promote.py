@@ -30,7 +30,7 @@ def main(cfg: DictConfig) -> None:
             for move in rollback(families, register=cfg.register_forecaster, experiment=cfg.mlflow.experiment):
                 print(f"{move.model}@{move.alias}: {move.describe()} ({move.reason})")
             return
-        from tilecast.evaluation.run import load_labels  # the evaluation stack: not needed by a rollback
+        from tilecast.pipelines.evaluate import load_labels  # the evaluation stack: not needed by a rollback
 
         policy = PromotionPolicy(cfg.kernel_tolerance_pct, cfg.e2e_tolerance_pct, tuple(cfg.unseen_gpus))
         result = promote(families, policy, load_labels(cfg.labels_dir), cfg.mlflow.experiment,

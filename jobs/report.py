@@ -14,7 +14,7 @@ from tilecast.cli import output_directory, user_errors, with_catalog_args
 def main(cfg: DictConfig) -> None:
     """Render the run's report; an unknown run or bad config exits 2 naming it."""
     output_dir = output_directory(cfg.output_dir)
-    from tilecast.reports.run import run_report, settings_from_config
+    from tilecast.pipelines.report import run_report, settings_from_config
 
     plain = OmegaConf.to_container(cfg, resolve=True)
     settings, fleet = settings_from_config(plain)

@@ -22,7 +22,7 @@ def main(cfg: DictConfig) -> None:
         from tilecast.scoring.cluster import check_scheduler
 
         check_scheduler(str(cfg.dask.address), float(cfg.dask.connect_timeout_s))
-    from tilecast.scoring.run import run_score, settings_from_config
+    from tilecast.pipelines.score import run_score, settings_from_config
 
     run = run_score(settings_from_config(OmegaConf.to_container(cfg, resolve=True)))
     serve = (f", {run.stats.serve_cells} serve cells ({run.stats.failed_serve_cells} failed)"

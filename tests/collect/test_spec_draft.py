@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from tilecast.collect import CollectError
-from tilecast.collect.run import run, spec_destination
+from tilecast.collect.job import run, spec_destination
 from tilecast.collect.spec_draft import GpuFacts, check_draft, draft_spec, spec_key
 from tilecast.paths import CONF_DIR, DATA_DIR
 from tilecast.specs import get_gpu, load_gpu_file

@@ -9,10 +9,10 @@ from tilecast.evaluation.benchmark import headline_table, render, with_roofline
 from tilecast.evaluation.labels import shipped_labels
 from tilecast.evaluation.paper import with_paper
 from tilecast.evaluation.perop import perop_summary
-from tilecast.evaluation.run import EvaluationResult
 from tilecast.evaluation.suite import ape_summary, forecast_labels, headline
 from tilecast.evaluation.tables import markdown, paper_layout, paper_shaped
 from tilecast.forecast import roofline_predictor
+from tilecast.pipelines.evaluate import EvaluationResult
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import pytest
 from mlflow import MlflowClient
 
 from tilecast.data import load_node_labels
-from tilecast.evaluation.run import EvaluationSettings, evaluate, log_evaluation
 from tilecast.paths import ROOT
+from tilecast.pipelines.evaluate import EvaluationSettings, evaluate, log_evaluation
 from tilecast.registry.tracking import ENV_VAR, configure
 
 LABELS = {"NVIDIA_L4/gpt2_large-inf-1024-4.json": 1276.3, "NVIDIA_L4/bert_large-inf-512-8-fusion.json": 344.1,

@@ -66,8 +66,8 @@ def test_the_held_out_gpus_are_one_list():
     """train / promote / evaluate configs and their settings' defaults all name predictors.rows.UNSEEN_GPUS."""
     from omegaconf import OmegaConf
 
-    from tilecast.evaluation.run import EvaluationSettings
     from tilecast.paths import CONF_DIR
+    from tilecast.pipelines.evaluate import EvaluationSettings
     from tilecast.predictors.rows import UNSEEN_GPUS
     from tilecast.registry.promotion import PromotionPolicy
     from tilecast.registry.training import TrainSpec

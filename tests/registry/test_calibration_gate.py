@@ -20,13 +20,13 @@ from omegaconf import OmegaConf
 from tests.registry.helpers import compose_job, job_main
 from tilecast.data import load_kernels
 from tilecast.paths import ROOT
+from tilecast.pipelines.nightly import settings_from_config as nightly_settings
+from tilecast.pipelines.score import prepare
+from tilecast.pipelines.score import settings_from_config as score_settings
 from tilecast.predictors import fit_predictor
 from tilecast.registry import forecast_from_registry, load_calibration, log_predictor, move_alias
 from tilecast.registry.aliases import alias_history
 from tilecast.registry.tracking import ENV_VAR, configure, ensure_experiment
-from tilecast.scoring.nightly import settings_from_config as nightly_settings
-from tilecast.scoring.run import prepare
-from tilecast.scoring.run import settings_from_config as score_settings
 from tilecast.specs import get_gpu
 from tilecast.tiles.ops import FAMILIES
 from tilecast.tiles.roofline import roofline_ms

@@ -54,9 +54,9 @@ def built_report(tmp_path_factory, smoke_scores, serve_scores, report_cfg):
     """A report of the smoke run with a serve table, compared with a previous run 10% faster, in process."""
     import dataclasses
 
+    from tilecast.pipelines.report import settings_from_config
     from tilecast.reports.build import build_report
     from tilecast.reports.diff import compare_runs
-    from tilecast.reports.run import settings_from_config
     from tilecast.reports.tables import Slice
 
     settings, fleet = settings_from_config(report_cfg)

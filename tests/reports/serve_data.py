@@ -15,6 +15,7 @@ import yaml
 
 from tilecast.forecast.serve import ServeWorkload, forecast_serve
 from tilecast.paths import CONF_DIR
+from tilecast.scoring.engine import with_intervals
 from tilecast.scoring.metrics import S_PER_HOUR
 from tilecast.scoring.pricing import load_pricing
 from tilecast.scoring.schema import SERVE_COLUMNS, SERVE_KEYS, conform_serve
@@ -48,4 +49,5 @@ def serve_frame(model: str = "llama31_8b", date: str = "2026-01-01") -> pd.DataF
             for (dtype, isl, osl, tps), gpu in itertools.product(WORKLOADS, GPUS)
             for tp, c in itertools.product(tps, CONCURRENCY)]
     df = pd.DataFrame(rows).assign(run_date=date)
+    df = with_intervals(df, {"ttft_ms": "ttft", "tpot_ms": "tpot"}, mode="serve")  # as the scorer adds them
     return conform_serve(df).to_pandas()

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tilecast.pipelines.score import under_ci
 from tilecast.reports.build import RECOMMENDATIONS_ID, SERVE_RECOMMENDATIONS_ID
-from tilecast.scoring.run import under_ci
 
 WIDTH, HEIGHT = 1280, 800
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

@@ -37,7 +37,9 @@ def test_recommendation_is_the_cheapest_gpu_and_batch_meeting_the_target(smoke_s
             assert r["gpu"] == f"none meets the target; fastest {fastest['gpu']}"
             assert r["margin_pct"] < 0 and np.isnan(r["usd_per_1m_tokens"])
     assert (rec["meeting"] == 0).any() and (rec["meeting"] > 0).any()
-    assert (rec["confidence"] == NO_INTERVAL).all()
+    assert rec["confidence"].str.contains(" ms: ").all()  # the scorer's 80% intervals
+    no_interval = recommendations(smoke_scores.drop(columns=["pred_lo_ms", "pred_hi_ms"]), TARGETS, SL)
+    assert (no_interval["confidence"] == NO_INTERVAL).all()  # a table scored before intervals existed
 
 
 def test_interval_columns_feed_the_confidence_column(smoke_scores):

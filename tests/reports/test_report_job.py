@@ -11,7 +11,7 @@ import yaml
 
 from tilecast.cli import is_user_error
 from tilecast.paths import ROOT
-from tilecast.reports.run import run_report, settings_from_config
+from tilecast.pipelines.report import run_report, settings_from_config
 from tilecast.scoring.pricing import load_pricing
 from tilecast.scoring.schema import conform
 from tilecast.scoring.store import RunNotFoundError, RunStore

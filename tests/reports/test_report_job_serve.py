@@ -4,8 +4,8 @@ section, its change since the previous run, and a bad ``serve`` config refused w
 import pyarrow.parquet as pq
 
 from tests.reports.test_report_job import _publish, _report
-from tilecast.reports.run import run_report, settings_from_config
-from tilecast.scoring.run import SERVE_SCORES
+from tilecast.pipelines.report import run_report, settings_from_config
+from tilecast.pipelines.score import SERVE_SCORES
 from tilecast.scoring.schema import conform_serve
 
 

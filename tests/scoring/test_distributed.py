@@ -10,8 +10,8 @@ import pandas as pd
 from distributed import Client
 
 from tilecast.paths import ROOT
+from tilecast.pipelines.score import ScoreSettings, run_score
 from tilecast.scoring.cluster import DaskConfig
-from tilecast.scoring.run import ScoreSettings, run_score
 
 
 def test_smoke_matrix_through_the_score_job(tmp_path, loopback_cluster):

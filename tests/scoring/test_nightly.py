@@ -10,8 +10,8 @@ import pytest
 from mlflow import MlflowClient
 
 from tilecast.paths import ROOT
+from tilecast.pipelines.nightly import run_nightly, settings_from_config
 from tilecast.scoring.matrix import CELL_KEYS
-from tilecast.scoring.nightly import run_nightly, settings_from_config
 
 
 @pytest.fixture

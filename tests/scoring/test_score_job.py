@@ -50,7 +50,7 @@ def test_the_size_limit_is_one_default():
     from omegaconf import OmegaConf
 
     from tilecast.paths import CONF_DIR
-    from tilecast.scoring.run import ScoreSettings
+    from tilecast.pipelines.score import ScoreSettings
 
     for job in ("score", "nightly"):
         assert OmegaConf.load(CONF_DIR / f"{job}.yaml").max_cells == ScoreSettings.max_cells, job

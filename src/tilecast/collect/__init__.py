@@ -12,9 +12,9 @@ from tilecast.collect.errors import (
     UnsupportedDtypeError,
     UnsupportedOpError,
 )
+from tilecast.collect.job import run
 from tilecast.collect.kernel_ops import DTYPES, KERNEL_OPS
 from tilecast.collect.kernels import KernelRequest, collect_kernels
-from tilecast.collect.run import run
 from tilecast.collect.timing import TimingPlan
 
 __all__ = ["DTYPES", "KERNEL_OPS", "CollectError", "E2eRequest", "KernelRequest", "NoGpuError",

@@ -13,7 +13,7 @@ import sys
 import yaml
 
 from tilecast.collect.errors import CollectError
-from tilecast.collect.run import KEYS, run
+from tilecast.collect.job import KEYS, run
 from tilecast.paths import CONF_DIR
 
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from tilecast.data import parse_tag
-from tilecast.evaluation.run import EvaluationResult
 from tilecast.evaluation.tables import markdown, paper_shaped
+
+if TYPE_CHECKING:
+    from tilecast.pipelines.evaluate import EvaluationResult
 
 #: published reference means (docs/method.md §13) for the cells with no per-cell table in the paper
 PAPER_MULTI_GPU = {"dp4": 12.9, "tp4": 8.4, "pp4_1": 10.3}

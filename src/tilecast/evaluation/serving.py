@@ -81,30 +81,3 @@ def serving_summary(table: pd.DataFrame, by: str = "system") -> pd.DataFrame:
     parts = [(str(k), g) for k, g in ok.groupby(by)] + [("all", ok)]
     return pd.DataFrame([{by: k, "rows": len(g), "ttft_mape_pct": float(g["ape_ttft_pct"].mean()),
                           "tpot_mape_pct": float(g["ape_tpot_pct"].mean())} for k, g in parts])
-
-
-def log_serving_evaluation(table: pd.DataFrame, versions: dict[str, str], experiment: str,
-                           config_yaml: str | None = None) -> str:
-    """One MLflow run: the forecast table, TTFT / TPOT MAPE per system and backend, the versions used."""
-    import mlflow
-
-    from tilecast.registry.lineage import log_lineage
-    from tilecast.registry.tracking import ensure_experiment
-
-    with mlflow.start_run(experiment_id=ensure_experiment(experiment), run_name="evaluate-serving") as run:
-        log_lineage(config_yaml, job="evaluate", kind="serving")
-        mlflow.set_tags({f"tilecast.version.{f}": str(v) for f, v in versions.items()})
-        answered = int((table["error"].fillna("") == "").sum())
-        mlflow.log_params({"rows": len(table), "answered": answered})
-        metrics = {}
-        for col in ("system", "backend"):
-            if col not in table or "ape_ttft_pct" not in table:
-                continue
-            for row in serving_summary(table, col).itertuples(index=False):
-                key = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in str(getattr(row, col)))
-                metrics[f"ttft_mape_pct.{col}.{key}"] = row.ttft_mape_pct
-                metrics[f"tpot_mape_pct.{col}.{key}"] = row.tpot_mape_pct
-        mlflow.log_metrics({k: float(v) for k, v in metrics.items() if np.isfinite(v)})
-        mlflow.log_table(table.astype({c: str for c in table.columns if table[c].dtype == object}),
-                         "evaluation/serving.json")
-        return run.info.run_id

@@ -23,13 +23,13 @@ from typing import Any
 
 import mlflow
 
+from tilecast.pipelines.report import write_report_into
+from tilecast.pipelines.score import ScoreRun, ScoreSettings, prepare, quiet_logs, score_into
 from tilecast.reports.build import ReportSettings
 from tilecast.reports.diff import RunDiff
 from tilecast.reports.fleet import Fleet
-from tilecast.reports.run import write_report_into
 from tilecast.scoring.matrix import load_matrix
 from tilecast.scoring.predictors import families_for
-from tilecast.scoring.run import ScoreRun, ScoreSettings, prepare, quiet_logs, score_into
 from tilecast.scoring.store import RunStore
 from tilecast.tiles.ops import FAMILIES
 
@@ -137,8 +137,8 @@ def run_nightly(settings: NightlySettings, config_yaml: str | None = None) -> Ni
 
 def settings_from_config(cfg: Mapping[str, Any]) -> NightlySettings:
     """:class:`NightlySettings` from a composed nightly config (a plain dict)."""
-    from tilecast.reports.run import settings_from_config as report_settings
-    from tilecast.scoring.run import settings_from_config as score_settings
+    from tilecast.pipelines.report import settings_from_config as report_settings
+    from tilecast.pipelines.score import settings_from_config as score_settings
 
     report, fleet = report_settings({**(cfg.get("report") or {}), "fleet": cfg.get("fleet")})
     check_bootstrap(dict(cfg.get("train") or {}), dict(cfg.get("promote") or {}))

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from tilecast.pipelines.score import PRICING_CSV, RUN_JSON, read_run, read_serve
 from tilecast.reports.build import ReportSettings, build_report, fit_blocks
 from tilecast.reports.diff import RunDiff, compare_runs
 from tilecast.reports.fleet import Fleet
 from tilecast.reports.serve import ServeTargets
-from tilecast.scoring.run import PRICING_CSV, RUN_JSON, read_run, read_serve
 from tilecast.scoring.store import RunStore
 
 log = logging.getLogger(__name__)

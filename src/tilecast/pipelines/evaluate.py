@@ -19,6 +19,7 @@ from tilecast.evaluation.calibration import calibrated_for
 from tilecast.evaluation.labels import LabelSet, read_label_dir, shipped_labels, skipped_lines
 from tilecast.evaluation.paper import with_paper
 from tilecast.evaluation.perop import perop_errors, perop_summary
+from tilecast.evaluation.serving import serving_summary
 from tilecast.evaluation.suite import ape_summary, forecast_labels, headline
 from tilecast.forecast.intervals import check_level
 from tilecast.paths import resolve
@@ -161,3 +162,26 @@ def report_lines(result: EvaluationResult) -> list[str]:
         lines.append("per-op category MAPE (in = training GPUs, out = unseen GPUs):")
         lines.append(result.perop_summary.to_string(index=False))
     return lines
+
+
+def log_serving_evaluation(table: pd.DataFrame, versions: dict[str, str], experiment: str,
+                           config_yaml: str | None = None) -> str:
+    """One MLflow run: the forecast table, TTFT / TPOT MAPE per system and backend, the versions used."""
+    with mlflow.start_run(experiment_id=ensure_experiment(experiment), run_name="evaluate-serving") as run:
+        log_lineage(config_yaml, job="evaluate", kind="serving")
+        mlflow.set_tags({f"tilecast.version.{f}": str(v) for f, v in versions.items()})
+        answered = int((table["error"].fillna("") == "").sum())
+        mlflow.log_params({"rows": len(table), "answered": answered})
+        metrics = {}
+        for col in ("system", "backend"):
+            if col not in table or "ape_ttft_pct" not in table:
+                continue
+            for row in serving_summary(table, col).itertuples(index=False):
+                key = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in str(getattr(row, col)))
+                metrics[f"ttft_mape_pct.{col}.{key}"] = row.ttft_mape_pct
+                metrics[f"tpot_mape_pct.{col}.{key}"] = row.tpot_mape_pct
+        mlflow.log_metrics({k: float(v) for k, v in metrics.items() if np.isfinite(v)})
+        mlflow.log_table(table.astype({c: str for c in table.columns if table[c].dtype == object}),
+                         "evaluation/serving.json")
+        return run.info.run_id
+
