@@ -46,9 +46,10 @@ class MatrixError(ValueError):
     """A matrix config that cannot be expanded (names the matrix, the field and the value)."""
 
 
-#: bytes of memory a scored cell takes at the peak of a run (the expanded cells, the graphs' op rows, the
-#: per-GPU summaries and the score table), measured on the nightly grid: ``benchmarks/scoring.md``
-BYTES_PER_CELL = 4096
+#: memory a scored cell adds at the peak of a run, every process of it (the expanded cells, the graphs' op
+#: rows, the per-GPU summaries, the tables): the job's peak RSS on the nightly grid less the smoke grid's,
+#: per cell (1,558 - 1,193 MB over 109,377 more cells: ``benchmarks/scoring.md``, 2026-12-01)
+BYTES_PER_CELL = 3500
 
 
 def check_size(matrix: Matrix, max_cells: int | None) -> int:
