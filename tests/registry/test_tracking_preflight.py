@@ -63,13 +63,15 @@ def test_sqlite_paths_are_checked_before_mlflow_touches_them(tmp_path, restore_u
         con.execute("create table invoices (id integer)")
     cases = {f"sqlite:///{directory}": "is a directory", f"sqlite:///{garbage}": "not an SQLite database",
              f"sqlite:///{other}": "not an MLflow store",
-             f"sqlite:///{tmp_path / 'typo' / 'mlflow.db'}": "does not exist"}
+             f"sqlite:///{tmp_path / 'typo' / 'mlflow.db'}": "does not exist",
+             f"sqlite:///{tmp_path / 'mlfow.db'}": "mlfow.db, which does not exist, beside garbage.db, other.db"}
     for uri, why in cases.items():
         t0 = time.monotonic()
         with pytest.raises(TrackingError, match=why) as err:
             configure(uri)
         assert uri in str(err.value) and time.monotonic() - t0 < 5
     assert not (tmp_path / "typo").exists()  # a mistyped directory never becomes a new empty store
+    assert not (tmp_path / "mlfow.db").exists()  # nor a mistyped file name beside a store
     assert garbage.read_text().startswith("this is not") and sqlite3.connect(other).execute(
         "select name from sqlite_master").fetchall() == [("invoices",)]
 

@@ -130,6 +130,11 @@ def check_sqlite(uri: str, source: str = "mlflow.tracking_uri", create_dir: bool
                                      f"was created. To start a new store there, create the directory first")
         db.parent.mkdir(parents=True, exist_ok=True)
     if not db.exists():
+        others = sorted(p.name for p in db.parent.glob("*.db") if p.is_file())
+        if others:  # a store beside it: a mistyped name would silently start a second, empty one
+            raise _fail(uri, source, f"names {db.name}, which does not exist, beside {', '.join(others)} in "
+                                     f"{db.parent} (a mistyped name?); no store was created. To start a new store, "
+                                     "use a directory without one")
         log.warning("no MLflow store at %s yet: a new, empty one is created", db)
         return db
     if not os.access(db, os.R_OK):  # read-only is fine for forecasts (local_store.require_writable guards writes)
