@@ -60,7 +60,7 @@ else
 fi
 OUTPUT_DIR="${OUTPUT_DIR:-$(python3 -c '
 import torch
-from tilecast.collect.run import device_key
+from tilecast.collect.job import device_key
 from tilecast.paths import DATA_DIR
 print(DATA_DIR / "collected" / device_key(torch.cuda.get_device_name(0)))')}"
 mkdir -p "$OUTPUT_DIR"
@@ -75,7 +75,7 @@ import time
 from tilecast.collect.__main__ import parse_args
 from tilecast.collect.kernels import KernelRequest
 from tilecast.collect.kernels import prepare as prepare_kernels
-from tilecast.collect.run import run
+from tilecast.collect.job import run
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 out, smoke = sys.argv[1], sys.argv[2] == "1"
