@@ -44,8 +44,8 @@ def test_job_prints_summary_and_writes_one_row_per_distinct_op(tmp_path):
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["model=gpt2_lrge", "batch=1", "seq_len=8"], "gpt2_large"),
-    (["model=gpt2_large", "batch=0", "seq_len=8"], "batch must be a positive integer, got 0"),
-    (["model=gpt2_large", "batch=1", "seq_len=-4"], "got -4"),
+    (["model=gpt2_large", "batch=0", "seq_len=8"], "batch=0: must be between 1 and"),
+    (["model=gpt2_large", "batch=1", "seq_len=-4"], "seq_len=-4: must be between 1 and"),
     (["model=gpt2_large", "batch=1", "seq_len=2048"], "seq_len=2048 exceeds gpt2_large's 1024 positions"),
     (["model=gpt2_large", "batch=1", "seq_len=8", "mode=train"], "'train'"),
 ])
