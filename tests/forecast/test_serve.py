@@ -138,3 +138,17 @@ def test_predict_refuses_a_fractional_batch_instead_of_truncating_it():
                            "batch=2.7", "seq_len=128", "forecaster=roofline"], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
     assert proc.returncode == 2 and "batch must be an integer, got 2.7" in proc.stderr
+
+
+def test_a_what_if_model_gets_its_own_memory():
+    """The prefill footprint is cached per spec, never per catalog key: a 16-layer Llama-3.1-8B needs less."""
+    from tilecast.specs import get_model
+    from tilecast.specs.whatif import model_with_config
+
+    spec = get_model("llama31_8b")
+    half = model_with_config(spec, {"num_hidden_layers": 16})
+    b200 = get_gpu("b200")
+    full_mem = serve_memory(ServeWorkload(spec, "bf16", 1, 1024, 1024, 8), b200)
+    half_mem = serve_memory(ServeWorkload(half, "bf16", 1, 1024, 1024, 8), b200)
+    assert half_mem.weights_bytes < 0.6 * full_mem.weights_bytes
+    assert half_mem.kv_bytes_per_token == pytest.approx(full_mem.kv_bytes_per_token / 2)

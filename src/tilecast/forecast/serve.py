@@ -185,9 +185,10 @@ class ServeForecast:
 
 
 @lru_cache(maxsize=4096)
-def _prefill_footprint(model: str, dtype: str, isl: int) -> tuple[float, float]:
-    """(parameter bytes, transient bytes) of a one-request prefill over ``isl`` tokens."""
-    fp = memory_footprint(get_model(model), 1, isl, "inference", dtype=dtype)
+def _prefill_footprint(spec: ModelSpec, dtype: str, isl: int) -> tuple[float, float]:
+    """(parameter bytes, transient bytes) of a one-request prefill over ``isl`` tokens (keyed by the spec
+    itself, so a what-if model is never answered with its catalog model's footprint)."""
+    fp = memory_footprint(spec, 1, isl, "inference", dtype=dtype)
     return float(fp.params_bytes), float(fp.transient_bytes)
 
 
@@ -209,7 +210,7 @@ def serve_memory_terms(spec: ModelSpec, dtype: str, isl: int, tp: Any, osl: Any,
                        ) -> tuple[Any, Any, Any, Any]:
     """(weights, KV cache, workspace, KV bytes per token) per GPU; ``tp``, ``osl``, ``concurrency`` may be
     arrays (one formula for one workload and for a scored grid)."""
-    params, transient = _prefill_footprint(spec.key, dtype, int(isl))
+    params, transient = _prefill_footprint(spec, dtype, int(isl))
     tp = np.asarray(tp, dtype=float)
     per_token = kv_bytes_per_token(spec, dtype, tp.astype(np.int64))
     return (params / tp, per_token * np.asarray(concurrency) * (isl + np.asarray(osl)), transient / tp,
