@@ -56,6 +56,28 @@ def _save(fig: plt.Figure, path: Path) -> Path:
     return path
 
 
+def _label(ax: plt.Axes, title: str, xlabel: str, ylabel: str) -> None:
+    """A panel's title, axis labels, small ticks and a light grid (every plot's panels look alike)."""
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def _save_with_gpu_legend(fig: plt.Figure, gpus: list[str], styles: dict[str, dict], title: str, path: Path,
+                          **title_kw) -> Path:
+    """``title`` over one legend of every GPU's line style (six per row) above the panels, then save."""
+    rows = math.ceil(len(gpus) / 6)
+    top = 1 - (0.35 + 0.18 * rows) / fig.get_figheight()
+    fig.suptitle(title, y=0.995, **title_kw)
+    handles = [plt.Line2D([], [], ms=3, lw=1, **styles[g]) for g in gpus]
+    fig.legend(handles, gpus, loc="upper center", ncol=min(6, len(gpus)), fontsize=7, frameon=False,
+               bbox_to_anchor=(0.5, 1 - 0.3 / fig.get_figheight()))
+    fig.tight_layout(rect=(0, 0, 1, top))
+    return _save(fig, path)
+
+
 def _panels(sub: pd.DataFrame) -> list[tuple[str, str]]:
     """(model, dtype) of each panel, sorted."""
     return sorted(set(zip(sub["model"], sub["dtype"], strict=True)))
@@ -80,19 +102,8 @@ def latency_vs_batch(scores: pd.DataFrame, mode: str, sl: Slice, path: Path) -> 
             g = g.sort_values("batch")
             ax.plot(g["batch"], g["e2e_ms"], ms=3, lw=1, label=gpu, **styles[gpu])
         _log_axes(ax, 2)
-        ax.set_title(f"{model} {dtype} (seq {int(m['seq_len'].iloc[0])})", fontsize=9)
-        ax.set_xlabel("batch", fontsize=8)
-        ax.set_ylabel("step ms", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(True, which="both", alpha=0.3)
-    rows = math.ceil(len(gpus) / 6)
-    top = 1 - (0.35 + 0.18 * rows) / fig.get_figheight()
-    fig.suptitle(f"{mode}: step time vs batch per GPU (cells that fit)", y=0.995)
-    handles = [plt.Line2D([], [], ms=3, lw=1, **styles[g]) for g in gpus]
-    fig.legend(handles, gpus, loc="upper center", ncol=min(6, len(gpus)), fontsize=7, frameon=False,
-               bbox_to_anchor=(0.5, 1 - 0.3 / fig.get_figheight()))
-    fig.tight_layout(rect=(0, 0, 1, top))
-    return _save(fig, path)
+        _label(ax, f"{model} {dtype} (seq {int(m['seq_len'].iloc[0])})", "batch", "step ms")
+    return _save_with_gpu_legend(fig, gpus, styles, f"{mode}: step time vs batch per GPU (cells that fit)", path)
 
 
 def pareto_front(cost: np.ndarray, latency: np.ndarray, rtol: float = 0.0) -> np.ndarray:
@@ -129,11 +140,7 @@ def cost_latency_pareto(scores: pd.DataFrame, mode: str, sl: Slice, path: Path) 
             ax.annotate(f"{m.at[i, 'gpu']} b{int(m.at[i, 'batch'])}", (lat[i], cost[i]), fontsize=6,
                         xytext=(3, 3), textcoords="offset points")
         _log_axes(ax)
-        ax.set_title(f"{model} {dtype} (seq {int(m['seq_len'].iloc[0])})", fontsize=9)
-        ax.set_xlabel("step ms", fontsize=8)
-        ax.set_ylabel("$ per 1M tokens", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(True, which="both", alpha=0.3)
+        _label(ax, f"{model} {dtype} (seq {int(m['seq_len'].iloc[0])})", "step ms", "$ per 1M tokens")
     fig.suptitle(f"{mode}: cost vs latency, Pareto front in red (GPU, batch)")
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))
     return _save(fig, path)
@@ -163,17 +170,6 @@ def serving_pareto(serve: pd.DataFrame, workloads: list[tuple[str, str, int, int
             ax.plot(user[front], per_gpu[front], ms=3, lw=1, label=gpu, **styles[gpu])
         ax.axvline(1e3 / tpot_target_ms, color="k", lw=0.8, ls="--")
         _log_axes(ax)
-        ax.set_title(f"{model} {dtype} isl {isl} / osl {osl}", fontsize=9)
-        ax.set_xlabel("output tokens/s per user", fontsize=8)
-        ax.set_ylabel("output tokens/s per GPU", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(True, which="both", alpha=0.3)
-    rows = math.ceil(len(gpus) / 6)
-    top = 1 - (0.35 + 0.18 * rows) / fig.get_figheight()
-    fig.suptitle(f"serving: throughput per GPU vs per user, Pareto front per GPU (tp, concurrency); dashed: "
-                 f"TPOT {tpot_target_ms:g} ms", y=0.995, fontsize=10)
-    handles = [plt.Line2D([], [], ms=3, lw=1, **styles[g]) for g in gpus]
-    fig.legend(handles, gpus, loc="upper center", ncol=min(6, len(gpus)), fontsize=7, frameon=False,
-               bbox_to_anchor=(0.5, 1 - 0.3 / fig.get_figheight()))
-    fig.tight_layout(rect=(0, 0, 1, top))
-    return _save(fig, path)
+        _label(ax, f"{model} {dtype} isl {isl} / osl {osl}", "output tokens/s per user", "output tokens/s per GPU")
+    return _save_with_gpu_legend(fig, gpus, styles, "serving: throughput per GPU vs per user, Pareto front per GPU "
+                                 f"(tp, concurrency); dashed: TPOT {tpot_target_ms:g} ms", path, fontsize=10)
