@@ -90,10 +90,11 @@ def nccl_check() -> pd.DataFrame:
     nccl = load_aiconfigurator("nccl")
     ar = nccl.loc[nccl["op_name"] == "all_reduce"]
     bandwidth = CommModel()
+    floors_without = {d: fit_floors(nccl.loc[nccl["device"] != d]) for d in ar["device"].unique()}
     out = []
     for (device, n, dtype), g in ar.groupby(["device", "num_gpus", "nccl_dtype"]):
         gpu = get_gpu(str(device))
-        floors = fit_floors(nccl.loc[nccl["device"] != device])
+        floors = floors_without[device]
         nbytes = g["message_size"].to_numpy(float) * DTYPE_BYTES[normalise_dtype(dtype)]
         bw = bandwidth.allreduce_ms(nbytes, gpu, int(n))
         pred = bw + floor_ms("all_reduce", np.full(len(g), float(n)), floors)

@@ -287,17 +287,17 @@ def with_intervals(out: pd.DataFrame, columns: dict[str, str], mode: str | None 
     from tilecast.forecast.intervals import forecast_interval
 
     modes = pd.Series(mode, index=out.index) if mode is not None else out["mode"]
+    groups = out.groupby([out["gpu"], out["dtype"], modes], sort=False).indices
+    note = np.full(len(out), None, dtype=object)  # what each row's intervals rest on (one per group)
     for col, prefix in columns.items():
         lo, hi = np.full(len(out), np.nan), np.full(len(out), np.nan)
-        note = np.full(len(out), None, dtype=object)
         value = out[col].to_numpy(dtype=float)
-        for (gpu, dtype, m), idx in out.groupby([out["gpu"], out["dtype"], modes], sort=False).indices.items():
+        for (gpu, dtype, m), idx in groups.items():
             ok = idx[np.isfinite(value[idx])]
             if len(ok):
-                lo[ok], hi[ok], text = forecast_interval(str(m), str(gpu), str(dtype), value[ok], level)
-                note[ok] = text
+                lo[ok], hi[ok], note[ok] = forecast_interval(str(m), str(gpu), str(dtype), value[ok], level)
         out[f"{prefix}_lo_ms"], out[f"{prefix}_hi_ms"] = lo, hi
-        out["interval_note"] = note
+    out["interval_note"] = note
     return out
 
 
@@ -318,13 +318,10 @@ def _graph_table(cells: pd.DataFrame, serve_cells: pd.DataFrame | None
     keys = list(BUILD_KEYS)
     cells = cells.assign(kv_len=0, serving=False).merge(graphs, on=keys, how="left", validate="many_to_one")
     ids = {}
-    if serve_cells is not None:
-        for role, frame in roles.items():
-            got = frame.merge(graphs, on=keys, how="left", validate="many_to_one")["graph_id"].to_numpy()
-            ids[role] = np.full(len(serve_cells), -1, dtype=np.int64)
-            ids[role][frame.index.to_numpy()] = got
-        if not roles:
-            ids = {role: np.full(len(serve_cells), -1, dtype=np.int64) for role in serve.ROLES}
+    for role, frame in roles.items():  # -1: an invalid workload, no graph
+        ids[role] = np.full(len(serve_cells), -1, dtype=np.int64)
+        ids[role][frame.index.to_numpy()] = frame.merge(graphs, on=keys, how="left",
+                                                        validate="many_to_one")["graph_id"].to_numpy()
     return graphs, cells.drop(columns=["kv_len", "serving"]), serve_cells, ids
 
 
