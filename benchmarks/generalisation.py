@@ -426,7 +426,9 @@ def render(args, cmd, commit, kern, e2e, sc, best, amd, prec, table, secs, total
                   "`nvidia only`: fit on every public NVIDIA GPU, forecast the AMD GPU (another vendor: what the "
                   "registered predictors do today, trained on NVIDIA only). `leave-one-AMD-out`: fit on the NVIDIA "
                   "GPUs and the other AMD GPU. bmm / linear rows are model shapes, vector rows random shapes. "
-                  "The spec sheets' fp32 peak is the vector peak (matrix cores are not modelled).", "",
+                  "fp32 GEMMs are bound by the spec sheets' fp32 matrix-core (MFMA) peak, vector ops by the vector "
+                  "peak (`GpuSpec.gemm_peak_gflops`); tiles and split-K of the AMD training rows come from their "
+                  "Tensile kernel names, and a held-out AMD GPU takes the other AMD GPU's tile library.", "",
                   markdown(am, index=False), ""]
     lines += ["## Prediction intervals", "",
               "Split-conformal on the log ratio measured / forecast of the left-out GPUs' rows above (candidate "

@@ -314,6 +314,22 @@ def test_a_dtype_without_a_published_peak_is_refused_by_name(key, dtype):
     assert (type(again), str(again), again.supported) == (UnsupportedDtypeError, msg, g.dtypes)
 
 
+def test_gemm_peak_is_the_fp32_matrix_rate_where_published_else_the_dtype_peak():
+    mi100, mi300x, l4 = get_gpu("mi100"), get_gpu("mi300x"), get_gpu("l4")
+    assert mi100.gemm_peak_gflops("fp32") == mi100.fp32_matrix_gflops == 46100.0  # NeuSight SingleFLOPsMM
+    assert mi100.peak_gflops("fp32") == 23100.0  # vector ops keep the vector rate
+    assert mi300x.gemm_peak_gflops() == 163400.0 and mi300x.gemm_peak_gflops("bf16") == mi300x.peak_gflops("bf16")
+    assert l4.gemm_peak_gflops() == l4.fp32_gflops  # NVIDIA: no fp32 matrix rate, unchanged
+    for g in all_gpus().values():
+        for d in g.dtypes:
+            want = g.fp32_matrix_gflops if d == "fp32" and g.fp32_matrix_gflops else g.peak_gflops(d)
+            assert g.gemm_peak_gflops(d) == want
+    with pytest.raises(UnsupportedDtypeError):
+        get_gpu("mi210").gemm_peak_gflops("tf32")
+    with pytest.raises(ValueError, match="unknown dtype"):
+        l4.gemm_peak_gflops("fp64")
+
+
 def test_supports_and_dtypes_agree_with_peak_gflops():
     for g in all_gpus().values():
         assert g.dtypes[0] == "fp32" and set(g.dtypes) <= set(DTYPES)

@@ -9,7 +9,7 @@ import pytest
 from tilecast.data import load_kernels
 from tilecast.specs import get_gpu
 from tilecast.tiles.features import FEATURE_BUILDERS, OP_CODES, default_features
-from tilecast.tiles.gemm import profiled_tiles
+from tilecast.tiles.gemm import gemm_waves, profiled_tiles
 from tilecast.tiles.roofline import kernel_flops_bytes, roofline_ms, spec_frame
 
 TABLES = {"bmm": "bmm", "linear": "linear", "elementwise": "elem", "softmax": "softmax", "layernorm": "ln"}
@@ -48,3 +48,24 @@ def test_op_is_a_feature_of_elementwise():
     rows = pd.DataFrame({"OPName": ["add", "mul", "gelu"], "B": [64] * 3, "H": [1024] * 3})
     x = _features("elementwise", rows, get_gpu("tesla_t4"))
     assert x["op_code"].nunique() == 3 and x["op_code"].tolist() == [OP_CODES[o] for o in ("add", "mul", "gelu")]
+
+
+def test_amd_gemm_features_see_the_matrix_core_rate_and_nvidia_the_cuda_core_rate():
+    """GEMM compute features read the rows' GEMM peak (the roofline's): the fp32 matrix rate on AMD, so a spec
+    without it (vector rate only) reads twice the tile compute time; NVIDIA rows read ``fp32_gflops``."""
+    from tilecast.data import load_amd_kernels
+
+    rows = load_amd_kernels("bmm").head(50)
+    mi100 = get_gpu("mi100")
+    vector_only = dataclasses.replace(mi100, fp32_matrix_gflops=None)
+    matrix, vector = _features("bmm", rows, mi100), _features("bmm", rows, vector_only)
+    ratio = np.log2(mi100.fp32_matrix_gflops / mi100.fp32_gflops)
+    np.testing.assert_allclose(vector["log_tile_compute_us"] - matrix["log_tile_compute_us"], ratio, rtol=1e-12)
+    np.testing.assert_allclose(matrix["log_intensity_over_ridge"] - vector["log_intensity_over_ridge"], -ratio,
+                               rtol=1e-12)
+    nv = load_kernels("test", "bmm").head(50)
+    l4 = get_gpu("l4")
+    x = _features("bmm", nv, l4)
+    w = gemm_waves(nv, profiled_tiles(nv), np.full(len(nv), float(l4.num_sm)))
+    np.testing.assert_allclose(x["log_tile_compute_us"], np.log2(w["tile_flops"] / (l4.fp32_gflops * 1e9 / l4.num_sm)
+                                                                 * 1e6), rtol=1e-12)

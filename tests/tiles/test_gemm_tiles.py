@@ -6,8 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tilecast.data import load_kernels
-from tilecast.tiles.gemm import gemm_waves, launched_blocks, output_tiles, parse_kernel_tiles, profiled_tiles
+from tilecast.data import load_amd_kernels, load_kernels
+from tilecast.tiles.gemm import (
+    gemm_waves,
+    is_tensile,
+    launched_blocks,
+    output_tiles,
+    parse_kernel_tiles,
+    profiled_tiles,
+)
 
 
 def test_parse_kernel_names():
@@ -47,6 +54,37 @@ def test_linear_grid_is_a_whole_split_of_the_output_tiles():
     exact = base * tiles["split"].to_numpy() == launched_blocks(rows)
     assert exact.mean() >= 0.99
     assert (tiles["split"] > 1).mean() > 0.2  # split-K is common in linear kernels
+
+
+#: real Tensile (rocBLAS) kernel names of NeuSight's MI100 / MI210 rows (data/neusight_amd), shortened after GSU
+TENSILE = ["Cijk_Ailk_Bljk_SB_MT64x64x32_MI32x32x2x1_SE_1LDSB0_APM1_ABV0_GSU1_GSUASB_WS64_WG32_8_1_WGM1",
+           "Cijk_Alik_Bljk_SB_MT128x96x32_MI32x32x2x1_SE_1LDSB1_APM1_ABV0_GSU1_GSUASB_WS64_WG128_2_1_WGM15",
+           "Cijk_Ailk_Bljk_SB_MT16x16x16_SN_1LDSB0_APM1_ABV0_GSU8_GSUAMB_GLS0_WS64_WG8_8_4_WGM1"]
+
+
+def test_parse_tensile_macro_tiles():
+    t = parse_kernel_tiles(pd.Series(TENSILE))
+    assert t["tile_k"].tolist() == [64, 128, 16] and t["tile_m"].tolist() == [64, 96, 16]
+    assert (t["sliced"] == 0).all()
+    assert is_tensile(pd.Series([*TENSILE, "ampere_sgemm_128x64_tn", None])).tolist() == [True] * 3 + [False] * 2
+
+
+@pytest.mark.parametrize("table", ["bmm", "linear"])
+def test_amd_rows_tiles_and_split_from_tensile_names_and_the_work_item_grid(table):
+    """rocprof's grid counts work-items: blocks = Grid / Block; the split is then Tensile's GSU on every row."""
+    rows = load_amd_kernels(table)
+    names = rows["Kernel Name"].astype(str)
+    assert names.str.startswith("Cijk_").all()
+    tiles = profiled_tiles(rows)
+    mt = names.str.extract(r"_MT(\d+)x(\d+)x\d+_").astype(float)
+    np.testing.assert_array_equal(tiles["tile_k"], mt[0])
+    np.testing.assert_array_equal(tiles["tile_m"], mt[1])
+    gsu = names.str.extract(r"_GSU(\d+)_")[0].astype(float).to_numpy()
+    np.testing.assert_array_equal(tiles["split"].to_numpy(), gsu)
+    blocks = output_tiles(rows["B"].to_numpy(float), rows["M"].to_numpy(float), rows["K"].to_numpy(float),
+                          tiles["tile_k"].to_numpy(), tiles["tile_m"].to_numpy()) * gsu
+    np.testing.assert_array_equal(blocks, launched_blocks(rows))
+    assert (gsu > 1).any()
 
 
 _dims = st.integers(1, 1 << 15)

@@ -1,5 +1,7 @@
 """Roofline baseline: hand computations, and the reference's per-device MAPE (docs/method.md §4)."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -65,3 +67,39 @@ def test_reference_vector_mape_ranges(test_kernels, family, lo, hi):
         r = rows[rows["Device"] == device]
         got = ape_pct(roofline_ms(r), r["Latency"]).mean()
         assert lo - 1 <= got <= hi + 1, (family, device, got)
+
+
+_GEMM = st.fixed_dictionaries({"OPName": st.sampled_from(["bmm", "linear"]), "B": st.integers(1, 64),
+                               "M": st.integers(1, 8192), "N": st.integers(1, 8192), "K": st.integers(1, 8192)})
+
+
+@given(row=_GEMM, amd=st.sampled_from(["mi100", "mi210", "mi250", "mi250x", "mi300x"]),
+       nvidia=st.sampled_from(["l4", "a100_pcie_80gb", "tesla_t4", "h100_sxm_80gb"]))
+def test_fp32_gemms_run_at_the_matrix_core_peak_where_the_spec_has_one(row, amd, nvidia):
+    """AMD fp32 GEMMs (Tensile MFMA kernels) are bound by the fp32 matrix peak; NVIDIA's by the fp32 (CUDA core)
+    peak, as before; vector ops stay on the vector rate on both."""
+    row = {**row, "B": 1} if row["OPName"] == "linear" else row
+    rows = pd.DataFrame([row, {"OPName": "gelu", "B": row["B"], "H": row["M"] * row["K"]}])
+    flops, nbytes = kernel_flops_bytes(rows)
+    for key, peak in ((amd, get_gpu(amd).fp32_matrix_gflops), (nvidia, get_gpu(nvidia).fp32_gflops)):
+        g = get_gpu(key)
+        ms = roofline_ms(rows, g)
+        assert ms[0] == pytest.approx(1e3 * max(flops[0] / (peak * 1e9), nbytes[0] / (g.mem_bw_gbs * 2**30)),
+                                      rel=1e-12)
+        assert ms[1] == pytest.approx(1e3 * max(flops[1] / (g.fp32_gflops * 1e9), nbytes[1] / (g.mem_bw_gbs * 1e9)),
+                                      rel=1e-12)
+    vector_only = dataclasses.replace(get_gpu(amd), fp32_matrix_gflops=None)  # the old, vector-rate roofline
+    assert roofline_ms(rows, get_gpu(amd))[0] <= roofline_ms(rows, vector_only)[0]
+
+
+def test_amd_kernel_rows_never_beat_the_matrix_roofline():
+    """NeuSight's MI100 / MI210 fp32 GEMMs: up to 1.5x faster than the vector roofline, none faster than the
+    matrix one (the learned target, log(latency / roofline) clipped at 0, keeps every row)."""
+    from tilecast.predictors.rows import amd_rows
+
+    for family in ("bmm", "linear"):
+        for device, part in amd_rows(family).groupby("Device"):
+            lat = part["Latency"].to_numpy(float)
+            vector = roofline_ms(part, dataclasses.replace(get_gpu(device), fp32_matrix_gflops=None))
+            assert (lat < vector).mean() > 0.15  # the vector roofline is no bound on AMD GEMMs
+            assert (lat >= roofline_ms(part)).all()

@@ -4,7 +4,8 @@
   ``(B, M, N, K, specs)`` space; split-K ignored.
 - ``learned``: per training GPU, a boosted-tree classifier of the tile and a regressor of the split-K
   factor on the shape and SM count (:mod:`tilecast.tiles.choice`); a GPU without profiles uses the
-  models of the training GPU with the nearest kernel generation (its cuBLAS library).
+  models of the training GPU of its vendor with the nearest kernel generation (its cuBLAS / rocBLAS
+  library).
 - ``fixed``: 128x128, no split.
 """
 
@@ -21,7 +22,7 @@ from scipy.spatial import cKDTree
 
 from tilecast.predictors.format import ModelFormatError, read_meta, write_meta
 from tilecast.specs import GpuSpec
-from tilecast.tiles.choice import choice_features, reference_nn_columns, row_gpu_columns
+from tilecast.tiles.choice import DEFAULT_GENERATION, choice_features, reference_nn_columns, row_gpu_columns
 from tilecast.tiles.gemm import DEFAULT_TILE, profiled_tiles
 from tilecast.tiles.roofline import spec_frame
 
@@ -127,6 +128,7 @@ class _GpuTileModel:
     split_model: xgb.Booster | None
     shapes: np.ndarray  # (n, 4) profiled B, M, N, K of this GPU
     tiles: np.ndarray  # (n, 4) their tile_k, tile_m, split, sliced
+    vendor: str = "nvidia"  # whose BLAS library (choosers saved before AMD rows trained are NVIDIA's)
 
     def predict(self, x: pd.DataFrame, dims: np.ndarray, same_gpu: bool) -> np.ndarray:
         """(n, 4) tiles; profiled shapes are copied when the target has this GPU's generation and SMs."""
@@ -146,15 +148,16 @@ class _GpuTileModel:
 
 
 class LearnedTileChooser:
-    """Per-GPU tile models; a new GPU uses the one of the nearest kernel generation.
+    """Per-GPU tile models; a new GPU uses the one of its vendor and the nearest kernel generation.
 
-    cuBLAS ships one kernel library per architecture, so a GPU's tiles are predicted by the tile
-    classifier (``<tk>x<tm>[s]``) and split-K regressor learnt on the training GPU of the nearest
-    generation (ties: the newer one, then the closer SM count), reading the shape and the target's
-    own SM count (waves of 128x128 tiles). A target with the same generation and SM count as that
-    GPU runs the same heuristic on the same library: its profiled shapes are copied. An A100-80GB
-    gets the A100-40GB's library and profiles, an L4 or H100 the A100's classifier; split-K is
-    predicted, not ignored.
+    cuBLAS (rocBLAS on AMD) ships one kernel library per architecture, so a GPU's tiles are predicted by
+    the tile classifier (``<tk>x<tm>[s]``) and split-K regressor learnt on the training GPU of the same
+    vendor and the nearest generation (ties: the newer one, then the closer SM count), reading the shape
+    and the target's own SM count (waves of 128x128 tiles). A target with the same vendor, generation and
+    SM count as that GPU runs the same heuristic on the same library: its profiled shapes are copied. An
+    A100-80GB gets the A100-40GB's library and profiles, an L4 or H100 the A100's classifier, an MI250 the
+    MI210's; a vendor no training GPU has takes the library of :data:`DEFAULT_GENERATION` (an AMD GPU
+    with NVIDIA-only training: the A100's). Split-K is predicted, not ignored.
     """
 
     name = "learned"
@@ -190,25 +193,31 @@ class LearnedTileChooser:
             shapes = rows.loc[mine, ["B", "M", "N", "K"]].to_numpy(dtype=float)
             models.append(_GpuTileModel(device, float(g["generation"].iloc[0]), float(g["num_sm"].iloc[0]),
                                         classes, tile_model, split_model, shapes,
-                                        tiles.loc[mine, list(TILE_COLUMNS)].to_numpy(dtype=float)))
+                                        tiles.loc[mine, list(TILE_COLUMNS)].to_numpy(dtype=float),
+                                        str(g["vendor"].iloc[0])))
         return cls(models, {"rounds": rounds, "test_row_weight": test_row_weight, "max_rows": max_rows,
                             "seed": seed})
 
-    def library_for(self, generation: float, num_sm: float) -> _GpuTileModel:
-        """The training GPU whose kernel library a GPU of ``generation`` and ``num_sm`` is assumed to use."""
-        return min(self.models, key=lambda m: (abs(m.generation - generation), -m.generation,
-                                               abs(np.log2(m.num_sm / num_sm))))
+    def library_for(self, generation: float, num_sm: float, vendor: str = "nvidia") -> _GpuTileModel:
+        """The training GPU whose kernel library a GPU of ``vendor``, ``generation`` and ``num_sm`` is assumed
+        to use: one of its vendor's, else (no training GPU of that vendor) any at :data:`DEFAULT_GENERATION`."""
+        models = [m for m in self.models if m.vendor == vendor]
+        if not models:
+            models, generation = self.models, DEFAULT_GENERATION
+        return min(models, key=lambda m: (abs(m.generation - generation), -m.generation,
+                                          abs(np.log2(m.num_sm / num_sm))))
 
     def choose(self, rows: pd.DataFrame, gpu: GpuSpec | None = None) -> pd.DataFrame:
         gpu_cols = row_gpu_columns(rows, gpu)
         x = choice_features(rows, gpu_cols)
         dims = rows[["B", "M", "N", "K"]].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
         out = np.zeros((len(rows), 4))
-        keys = list(zip(gpu_cols["generation"].to_numpy(), gpu_cols["num_sm"].to_numpy(), strict=True))
+        keys = list(zip(gpu_cols["generation"].to_numpy(), gpu_cols["num_sm"].to_numpy(),
+                        gpu_cols["vendor"].to_numpy(), strict=True))
         for key in set(keys):
             mask = np.array([k == key for k in keys])
             lib = self.library_for(*key)
-            same = (lib.generation, lib.num_sm) == key
+            same = (lib.generation, lib.num_sm, lib.vendor) == key
             out[mask] = lib.predict(x.loc[mask], dims[mask], same)
         return _frame(rows.index, out[:, 0], out[:, 1], out[:, 2], out[:, 3])
 
@@ -222,7 +231,7 @@ class LearnedTileChooser:
                 m.split_model.save_model(directory / f"split_regressor_{i}.json")
             np.savez_compressed(directory / f"profiled_{i}.npz", shapes=m.shapes, tiles=m.tiles)
             metas.append({"device": m.device, "generation": m.generation, "num_sm": m.num_sm,
-                          "classes": m.classes, "split": m.split_model is not None})
+                          "classes": m.classes, "split": m.split_model is not None, "vendor": m.vendor})
         _write_meta(directory, {"name": self.name, "models": metas, "params": self.params})
 
     @classmethod
@@ -235,7 +244,7 @@ class LearnedTileChooser:
             prof = np.load(directory / f"profiled_{i}.npz", allow_pickle=False)
             models.append(_GpuTileModel(m["device"], m["generation"], m["num_sm"], m["classes"],
                                         xgb.Booster(model_file=str(directory / f"tile_classifier_{i}.json")), split,
-                                        prof["shapes"], prof["tiles"]))
+                                        prof["shapes"], prof["tiles"], m.get("vendor", "nvidia")))
         return cls(models, meta["params"])
 
 

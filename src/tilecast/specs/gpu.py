@@ -12,7 +12,8 @@ devices (the MI250X's two GCDs) is described per die, as NeuSight's own MI250 fi
 
 Peaks are dense (no sparsity), one per dtype of :data:`DTYPES`; a GPU without a published peak for a
 dtype does not support it here: :meth:`GpuSpec.peak_gflops` raises :class:`UnsupportedDtypeError`
-rather than guessing.
+rather than guessing. fp32 GEMMs run at :meth:`GpuSpec.gemm_peak_gflops`: the fp32 matrix-core peak where
+the spec lists one (AMD), the vector peak otherwise.
 """
 
 from __future__ import annotations
@@ -133,6 +134,15 @@ class GpuSpec:
         if value is None:
             raise UnsupportedDtypeError(self.key, dtype, self.dtypes)
         return value * scale
+
+    def gemm_peak_gflops(self, dtype: str = "fp32") -> float:
+        """Dense peak GFLOP/s a GEMM (bmm / linear) runs at in ``dtype``: fp32 GEMMs run on the matrix cores
+        where the GPU has fp32 ones (AMD MFMA, ``fp32_matrix_gflops``: rocBLAS / Tensile kernels use them) and
+        on the vector units (``fp32_gflops``) otherwise; every other dtype as :meth:`peak_gflops` (its
+        errors too). The one source of a GEMM's peak: the roofline, GEMM features and forecasts read it."""
+        if _known_dtype(dtype) == "fp32" and self.fp32_matrix_gflops is not None:
+            return self.fp32_matrix_gflops
+        return self.peak_gflops(dtype)
 
 
 def alias_list(x: Any) -> bool:

@@ -1,8 +1,9 @@
-"""Inputs of GEMM tile choice for a GPU without profiles: shape, SM count and kernel generation.
+"""Inputs of GEMM tile choice for a GPU without profiles: shape, SM count, vendor and kernel generation.
 
 cuBLAS ships one kernel library per architecture and picks a kernel from the problem shape and the
-SM count (wave quantisation). Tile choice for an unseen GPU therefore reads the shape, ``num_sm``
-and the architecture generation (the newest training architecture stands in for newer ones).
+SM count (wave quantisation); rocBLAS (Tensile) does the same on AMD. Tile choice for an unseen GPU
+therefore reads the shape, ``num_sm``, the vendor (whose BLAS library) and the architecture generation
+(the newest training architecture stands in for newer ones).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from tilecast.specs import GpuSpec, get_gpu
 ARCH_GENERATION: dict[str, float] = {
     "maxwell": 5.0, "pascal": 6.0, "volta": 7.0, "turing": 7.5, "ampere": 8.0, "ada": 8.9, "hopper": 9.0,
     "blackwell": 10.0,
+    "cdna1": 1.0, "cdna2": 2.0, "cdna3": 3.0,  # AMD (compared only with AMD libraries: gfx908, gfx90a, gfx942)
 }
-#: generation assumed for an architecture missing above (AMD, future NVIDIA)
+#: generation assumed for an architecture missing above (future NVIDIA), and for a GPU whose vendor has no
+#: library among the training GPUs (an AMD GPU with NVIDIA-only training: the A100's library, as before)
 DEFAULT_GENERATION = 8.0
 
 
@@ -27,15 +30,18 @@ def generation(arch: str) -> float:
 
 
 def row_gpu_columns(rows: pd.DataFrame, gpu: GpuSpec | None = None) -> pd.DataFrame:
-    """``num_sm`` and ``generation`` of each row's GPU (``gpu`` or the row's ``Device``)."""
+    """``num_sm``, ``generation`` and ``vendor`` of each row's GPU (``gpu`` or the row's ``Device``)."""
     if gpu is not None:
-        return pd.DataFrame({"num_sm": np.full(len(rows), float(gpu.num_sm)),
-                             "generation": np.full(len(rows), generation(gpu.architecture))}, index=rows.index)
-    specs = {d: get_gpu(str(d)) for d in pd.unique(rows["Device"])}
-    dev = rows["Device"]
+        specs = {"": gpu}  # one key for every row
+        dev = pd.Series("", index=rows.index, dtype=object)
+    else:
+        specs = {d: get_gpu(str(d)) for d in pd.unique(rows["Device"])}
+        dev = rows["Device"].astype(object)
     return pd.DataFrame({"num_sm": dev.map({d: float(s.num_sm) for d, s in specs.items()}).to_numpy(float),
                          "generation": dev.map({d: generation(s.architecture) for d, s in specs.items()})
-                         .to_numpy(float)}, index=rows.index)
+                         .to_numpy(float),
+                         "vendor": dev.map({d: s.vendor for d, s in specs.items()}).to_numpy(object)},
+                        index=rows.index)
 
 
 def choice_features(rows: pd.DataFrame, gpu_cols: pd.DataFrame) -> pd.DataFrame:

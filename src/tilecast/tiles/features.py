@@ -30,9 +30,10 @@ def _log2(x: np.ndarray) -> np.ndarray:
     return np.log2(np.maximum(np.asarray(x, dtype=float), 1e-30))
 
 
-def _per_sm(spec: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _per_sm(spec: pd.DataFrame, peak: str = "fp32_gflops") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """SMs, FLOP/s and bytes/s per SM (FLOP/s at the spec column ``peak``), L2 bytes."""
     sm = spec["num_sm"].to_numpy(dtype=float)
-    flops_per_sm = spec["fp32_gflops"].to_numpy(dtype=float) * 1e9 / sm
+    flops_per_sm = spec[peak].to_numpy(dtype=float) * 1e9 / sm
     bytes_per_sm = spec["mem_bw_gbs"].to_numpy(dtype=float) * 1e9 / sm
     l2_bytes = spec["l2_mb"].to_numpy(dtype=float) * _MIB
     return sm, flops_per_sm, bytes_per_sm, l2_bytes
@@ -44,8 +45,9 @@ def _dim(rows: pd.DataFrame, c: str) -> np.ndarray:
 
 def gemm_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame, roof_ms: np.ndarray,
                   flops: np.ndarray, nbytes: np.ndarray) -> pd.DataFrame:
-    """Features of bmm / linear rows under ``tiles`` (``tile_k, tile_m, split, sliced``)."""
-    sm, flops_per_sm, bytes_per_sm, l2_bytes = _per_sm(spec)
+    """Features of bmm / linear rows under ``tiles`` (``tile_k, tile_m, split, sliced``); compute rates are
+    the rows' GEMM peak (``peak_gflops``: the fp32 matrix-core rate where the GPU has one, as the roofline)."""
+    sm, flops_per_sm, bytes_per_sm, l2_bytes = _per_sm(spec, "peak_gflops")
     w = gemm_waves(rows, tiles, sm)
     b, m, n, k = (_dim(rows, c) for c in ("B", "M", "N", "K"))
     ridge = flops_per_sm / bytes_per_sm
@@ -91,15 +93,9 @@ TC_GEMM_TILES = ((128, 128), (128, 256), (64, 128))
 ATTENTION_Q_TILE = 128.0
 
 
-def _tensor_per_sm(spec: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    sm = spec["num_sm"].to_numpy(dtype=float)
-    return (sm, spec["peak_gflops"].to_numpy(dtype=float) * 1e9 / sm,
-            spec["mem_bw_gbs"].to_numpy(dtype=float) * 1e9 / sm, spec["l2_mb"].to_numpy(dtype=float) * _MIB)
-
-
 def _common_tensor(spec: pd.DataFrame, roof_ms: np.ndarray, flops: np.ndarray, nbytes: np.ndarray,
                    rows: pd.DataFrame) -> dict[str, np.ndarray]:
-    sm, flops_per_sm, bytes_per_sm, l2_bytes = _tensor_per_sm(spec)
+    sm, flops_per_sm, bytes_per_sm, l2_bytes = _per_sm(spec, "peak_gflops")
     return {
         "bytes_per_element": bytes_per_element(row_dtypes(rows)),
         "log_compute_us": _log2(flops / (flops_per_sm * sm) * _US),
@@ -151,7 +147,7 @@ HALF_OP_CODES: dict[str, int] = {op: i for i, op in enumerate(sorted(VECTOR_OPS)
 def vec_half_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame | None, roof_ms: np.ndarray,
                       flops: np.ndarray, nbytes: np.ndarray) -> pd.DataFrame:
     """Features of half-precision vector rows: shape, op, bytes per output, waves and roofline ratios."""
-    sm, _, bytes_per_sm, l2_bytes = _tensor_per_sm(spec)
+    sm, _, bytes_per_sm, l2_bytes = _per_sm(spec, "peak_gflops")
     w = vector_waves(rows, sm)
     b, h = _dim(rows, "B"), _dim(rows, "H")
     numel = b * h

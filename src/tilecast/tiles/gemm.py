@@ -6,6 +6,11 @@ row-major product column-major, so a kernel named ``<a>x<b>`` (``ampere_sgemm_12
 (along K) and ``b`` output rows (along M): ``tile_k = a``, ``tile_m = b``. Split-K launches
 ``split`` blocks per output tile, each reducing ``ceil(N / split)``; ``*_sliced1x4`` kernels split
 the reduction inside the block (same grid, flagged ``sliced``).
+
+AMD (rocBLAS / Tensile, ``Cijk_Ailk_Bljk_SB_MT64x32x32_MI16x16x4x1_..._GSU3_...``): the macro tile
+``MT<a>x<b>x<depthU>`` is read the same way (``tile_k = a`` along K, ``tile_m = b`` along M; ``depthU`` is
+the unroll of the reduction); the profiler (rocprof) reports the grid in work-items, not workgroups, so a
+Tensile row's blocks are ``Grid / Block`` per axis, and its split is the kernel's global split-U (``GSU``).
 """
 
 from __future__ import annotations
@@ -17,12 +22,22 @@ BYTES_PER_ELEMENT = 4.0
 #: tile (tile_k x tile_m) used when nothing else is known
 DEFAULT_TILE = (128.0, 128.0)
 _TILE_RE = r"(\d+)x(\d+)"
+#: a Tensile (rocBLAS) kernel name and its macro tile ``MT<a>x<b>x<depthU>``
+_TENSILE_RE = r"^Cijk_.*?_MT(\d+)x(\d+)x\d+_"
+
+
+def is_tensile(kernel_names: pd.Series) -> np.ndarray:
+    """Whether each kernel name is a Tensile GEMM kernel (AMD rocBLAS: grid profiled in work-items)."""
+    return kernel_names.astype("string").fillna("").str.extract(_TENSILE_RE)[0].notna().to_numpy(dtype=bool)
 
 
 def parse_kernel_tiles(kernel_names: pd.Series) -> pd.DataFrame:
-    """``tile_k, tile_m, sliced`` from profiled kernel names (NaN tiles where the name has none)."""
+    """``tile_k, tile_m, sliced`` from profiled kernel names (NaN tiles where the name has none): cuBLAS /
+    CUTLASS ``<a>x<b>``, Tensile's macro tile ``MT<a>x<b>x<depthU>``."""
     names = kernel_names.astype("string").fillna("")
     found = names.str.extract(_TILE_RE)
+    tensile = names.str.extract(_TENSILE_RE)
+    found = tensile.where(tensile[0].notna(), found)
     return pd.DataFrame({
         "tile_k": pd.to_numeric(found[0], errors="coerce").to_numpy(dtype=float),
         "tile_m": pd.to_numeric(found[1], errors="coerce").to_numpy(dtype=float),
@@ -43,25 +58,31 @@ def output_tiles(b: np.ndarray, m: np.ndarray, k: np.ndarray, tile_k: np.ndarray
 def profiled_tiles(rows: pd.DataFrame) -> pd.DataFrame:
     """Tiles of profiled rows: ``tile_k, tile_m, sliced`` from ``Kernel Name`` and ``split`` from the grid.
 
-    ``split`` is the launched grid (``Grid x*y*z``) over the output tiles, rounded, at least 1
-    (bmm puts the batch in ``Grid z``; linear puts split-K there). Rows whose kernel name carries no
-    tile get NaN.
+    ``split`` is the launched blocks (:func:`launched_blocks`) over the output tiles, rounded, at least 1
+    (bmm puts the batch in ``Grid z``; linear puts split-K there; Tensile's ``GSU``). Rows whose kernel
+    name carries no tile get NaN.
     """
     tiles = parse_kernel_tiles(rows["Kernel Name"])
     b, m, _, k = _dims(rows)
     base = output_tiles(b, m, k, tiles["tile_k"].to_numpy(), tiles["tile_m"].to_numpy())
-    grid = np.prod([pd.to_numeric(rows[f"Grid {a}"], errors="coerce").to_numpy(dtype=float)
-                    for a in "xyz"], axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        split = np.maximum(np.round(grid / base), 1.0)
+        split = np.maximum(np.round(launched_blocks(rows) / base), 1.0)
     tiles["split"] = np.where(np.isfinite(split), split, np.nan)
     return tiles
 
 
 def launched_blocks(rows: pd.DataFrame) -> np.ndarray:
-    """Blocks actually launched by profiled rows (``Grid x * Grid y * Grid z``)."""
-    return np.prod([pd.to_numeric(rows[f"Grid {a}"], errors="coerce").to_numpy(dtype=float)
-                    for a in "xyz"], axis=0)
+    """Blocks actually launched by profiled rows (``Grid x * Grid y * Grid z``; Tensile rows, whose grid
+    is profiled in work-items, divided by the workgroup size ``Block x * Block y * Block z``)."""
+    def axes(kind: str) -> np.ndarray:
+        return np.prod([pd.to_numeric(rows[f"{kind} {a}"], errors="coerce").to_numpy(dtype=float)
+                        for a in "xyz"], axis=0)
+
+    grid = axes("Grid")
+    tensile = is_tensile(rows["Kernel Name"]) if "Kernel Name" in rows else np.zeros(len(rows), dtype=bool)
+    if tensile.any():
+        grid = np.where(tensile, grid / axes("Block"), grid)
+    return grid
 
 
 def gemm_waves(rows: pd.DataFrame, tiles: pd.DataFrame, num_sm: np.ndarray) -> pd.DataFrame:

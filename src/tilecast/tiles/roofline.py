@@ -4,7 +4,9 @@ Rows use the data's kernel schema: ``OPName`` plus ``B, M, N, K`` for GEMMs (``[
 reduced; linear has B = 1 and M = tokens), ``B, H`` for vector ops, or ``B, M, N, K, H, Hkv`` for fused
 attention (:mod:`tilecast.tiles.attention`). An optional ``dtype`` column (fp32 where absent) sets the
 bytes per element and, for GEMMs and attention, the peak: the dtype's tensor-core rate
-(:meth:`GpuSpec.peak_gflops`); vector ops run on CUDA cores at the fp32 rate whatever their dtype. fp8
+(:meth:`GpuSpec.peak_gflops`; GEMMs :meth:`GpuSpec.gemm_peak_gflops`, so fp32 GEMMs run at the fp32
+matrix-core rate where the spec has one: AMD MFMA); vector ops run on CUDA cores at the fp32 vector rate
+whatever their dtype. fp8
 GEMMs write bf16 outputs and quantise their activation first (read bf16, write fp8), as vLLM runs
 them; attention reads its K and V at ``kv_dtype`` (the compute dtype where absent). Units: peak in
 GFLOP/s (1e9 FLOP/s).
@@ -38,8 +40,9 @@ SPEC_COLUMNS = ("fp32_gflops", "mem_bw_gbs", "num_sm", "mem_gb", "l2_mb", "boost
 
 def spec_frame(rows: pd.DataFrame, gpu: GpuSpec | None = None) -> pd.DataFrame:
     """Per-row GPU spec columns, from ``gpu`` or else each row's ``Device`` (unknown device -> error),
-    plus ``peak_gflops``: the peak a row's GEMM or attention runs at in its dtype (fp32 rows: the fp32
-    peak). A dtype the GPU has no peak for raises the spec's named error."""
+    plus ``peak_gflops``: the peak a row's GEMM or attention runs at in its dtype (fp32 GEMMs: the fp32
+    matrix-core peak where the spec has one, else the fp32 peak; other fp32 rows: the fp32 peak). A dtype the
+    GPU has no peak for raises the spec's named error."""
     if gpu is not None:
         specs = {None: gpu}
         keys = pd.Series([None] * len(rows), index=rows.index)
@@ -58,15 +61,17 @@ def spec_frame(rows: pd.DataFrame, gpu: GpuSpec | None = None) -> pd.DataFrame:
 
 
 def _peaks(rows: pd.DataFrame, keys: pd.Series, specs: dict) -> np.ndarray:
-    """Peak GFLOP/s of each row: its dtype's for GEMMs and attention, fp32 for the rest."""
+    """Peak GFLOP/s of each row: the GEMM peak of its dtype for GEMMs (:meth:`GpuSpec.gemm_peak_gflops`),
+    its dtype's for attention, fp32 for the rest."""
     dtypes = row_dtypes(rows)
     ops = rows["OPName"].astype(str).to_numpy() if "OPName" in rows else np.full(len(rows), "")
-    tensor_op = np.isin(ops, list(GEMM_OPS | ATTENTION_OPS))
-    dtypes = np.where(tensor_op, dtypes, "fp32")
-    pair = pd.Series(list(zip(keys.to_numpy(dtype=object), dtypes, strict=True)), index=rows.index,
-                     dtype=object)
-    lut = {p: specs[p[0]].peak_gflops(p[1]) for p in pd.unique(pair)}
-    return pair.map(lut).to_numpy(dtype=float)
+    gemm = np.isin(ops, list(GEMM_OPS))
+    dtypes = np.where(gemm | np.isin(ops, list(ATTENTION_OPS)), dtypes, "fp32")
+    triple = pd.Series(list(zip(keys.to_numpy(dtype=object), dtypes, gemm, strict=True)), index=rows.index,
+                       dtype=object)
+    lut = {t: specs[t[0]].gemm_peak_gflops(t[1]) if t[2] else specs[t[0]].peak_gflops(t[1])
+           for t in pd.unique(triple)}
+    return triple.map(lut).to_numpy(dtype=float)
 
 
 def _dim(rows: pd.DataFrame, name: str) -> np.ndarray:
