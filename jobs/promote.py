@@ -32,7 +32,10 @@ def main(cfg: DictConfig) -> None:
             return
         from tilecast.pipelines.evaluate import load_labels  # the evaluation stack: not needed by a rollback
 
-        policy = PromotionPolicy(cfg.kernel_tolerance_pct, cfg.e2e_tolerance_pct, tuple(cfg.unseen_gpus))
+        policy = PromotionPolicy(kernel_tolerance_pct=cfg.kernel_tolerance_pct, e2e_tolerance_pct=cfg.e2e_tolerance_pct,
+                                 unseen_gpus=tuple(cfg.unseen_gpus), logo_tolerance_pct=cfg.logo_tolerance_pct,
+                                 logo_worst_tolerance_pct=cfg.logo_worst_tolerance_pct,
+                                 require_logo=cfg.require_logo)
         result = promote(families, policy, load_labels(cfg.labels_dir), cfg.mlflow.experiment,
                          OmegaConf.to_yaml(cfg, resolve=True), register=cfg.register_forecaster)
     except PromotionRefused as exc:

@@ -22,18 +22,21 @@ def main(cfg: DictConfig) -> None:
     from tilecast.registry.tracking import configure
     from tilecast.registry.training import TrainSpec, train
 
+    # a refused spec (alias=champion) stops before the store is touched
     spec = TrainSpec(predictor=cfg.predictor.name,
                      params=OmegaConf.to_container(cfg.predictor, resolve=True).get("params") or {},
                      families=(cfg.families,) if isinstance(cfg.families, str) else tuple(cfg.families),
                      experiment=cfg.mlflow.experiment, alias=cfg.alias,
                      val_fraction=cfg.val_fraction, seed=cfg.seed, unseen_gpus=tuple(cfg.unseen_gpus),
-                     max_rows=cfg.max_rows)  # a refused spec (alias=champion) stops before the store is touched
+                     max_rows=cfg.max_rows, logo=cfg.logo)
     uri = configure(cfg.mlflow.tracking_uri, timeout_s=cfg.mlflow.get("connect_timeout_s"))
     log.info("tracking at %s (experiment %s)", uri, cfg.mlflow.experiment)
     results = train(spec, OmegaConf.to_yaml(cfg, resolve=True))
     for r in results:
+        logo = (f"  LOGO MAPE {r.metrics['logo_mape_pct']:.1f}% (worst {r.metrics['logo_worst_mape_pct']:.1f}%)"
+                if "logo_mape_pct" in r.metrics else "")
         print(f"{r.model} v{r.version} @{spec.alias}  run {r.run_id}  val MAPE {r.metrics['val_mape_pct']:.1f}%  "
-              f"unseen MAPE {r.metrics.get('unseen_mape_pct', float('nan')):.1f}%")
+              f"unseen MAPE {r.metrics.get('unseen_mape_pct', float('nan')):.1f}%{logo}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 
 from tilecast.paths import CONF_DIR, ROOT
+from tilecast.registry.training import TrainSpec, train
 
 
 def job_main(name: str) -> Callable[[Any], Any]:
@@ -28,6 +29,25 @@ def compose_job(name: str, overrides: list[str]):
     """``conf/<name>.yaml`` composed with ``overrides``."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name=name, overrides=overrides)
+
+
+def run_job(name: str, capsys, overrides: list[str]) -> tuple[int, str, str]:
+    """``jobs/<name>.py``'s main on a config composed with ``overrides``: (exit status, stdout, stderr)."""
+    cfg = compose_job(name, overrides)
+    try:
+        job_main(name)(cfg)
+        status = 0
+    except SystemExit as exc:
+        status = int(exc.code)
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def trained(families, predictor: str = "roofline", params: dict | None = None, logo: bool = False) -> dict[str, str]:
+    """Train ``families`` quickly (300 rows each) into the configured store: {family: version at @challenger}."""
+    spec = TrainSpec(predictor=predictor, params=params or {}, families=tuple(families), max_rows=300,
+                     experiment="test-train", logo=logo)
+    return {r.family: r.version for r in train(spec)}
 
 
 def free_port() -> int:

@@ -6,12 +6,11 @@ import json
 import subprocess
 import sys
 
-import mlflow
 import pandas as pd
 import pytest
 from mlflow import MlflowClient
 
-from tilecast.evaluation.labels import LabelSet, shipped_labels
+from tests.registry.helpers import trained
 from tilecast.paths import ROOT
 from tilecast.registry.aliases import alias_history
 from tilecast.registry.forecaster import BUNDLE_TAG, FORECASTER_NAME, bundle_of
@@ -24,8 +23,7 @@ from tilecast.registry.promotion import (
     promote,
     rollback,
 )
-from tilecast.registry.tracking import ENV_VAR, configure
-from tilecast.registry.training import TrainSpec, train
+from tilecast.registry.tracking import ENV_VAR
 from tilecast.tiles.ops import FAMILIES
 
 
@@ -51,7 +49,8 @@ def test_first_promotion_needs_no_comparison():
 def test_gates(e2e, kernel, ok):
     current = score(12.0, {"bmm": 20.0, "linear": 30.0}, {"bmm": "1", "linear": "1"})
     candidate = score(e2e, {"bmm": kernel, "linear": 10.0}, {"bmm": "2", "linear": "2"})
-    got, reasons = decide(current, candidate, ["bmm", "linear"], PromotionPolicy(kernel_tolerance_pct=1.0))
+    got, reasons = decide(current, candidate, ["bmm", "linear"],  # no LOGO figures here: test_logo_gate.py
+                          PromotionPolicy(kernel_tolerance_pct=1.0, require_logo=False))
     assert got is ok
     text = "; ".join(reasons)
     assert "end-to-end mean APE" in text
@@ -75,32 +74,7 @@ def test_policy_validation():
 # -------------------------------------------------------------------------------- with a real registry
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    """A store of its own (the shared one holds other tests' versions and aliases)."""
-    before = (mlflow.get_tracking_uri(), mlflow.get_registry_uri())
-    uri = configure(f"sqlite:///{tmp_path_factory.mktemp('promotion') / 'mlflow.db'}")
-    yield uri
-    mlflow.set_tracking_uri(before[0])
-    mlflow.set_registry_uri(before[1])
-
-
-@pytest.fixture(scope="module")
-def few_labels():
-    """A handful of shipped labels: inference, training, fused and 4-GPU, on training and unseen GPUs."""
-    labels = shipped_labels().labels
-    keep = labels["tag"].isin(["gpt2_large-inf-1024-4", "bert_large-train-512-2", "bert_large-inf-512-8-fusion",
-                               "gpt2_large-train-1024-4-dp4"])
-    return LabelSet(labels[keep].reset_index(drop=True), [], "shipped subset")
-
-
-def trained(families, predictor="roofline", params=None):
-    spec = TrainSpec(predictor=predictor, params=params or {}, families=tuple(families), max_rows=300,
-                     experiment="test-train")
-    return {r.family: r.version for r in train(spec)}
-
-
-def test_promotion_lifecycle(store, few_labels, monkeypatch, tmp_path):
+def test_promotion_lifecycle(module_store, few_labels, monkeypatch, tmp_path):
     client = MlflowClient()
     first = trained(FAMILIES)
     assert alias_versions("champion", FAMILIES) == dict.fromkeys(FAMILIES)
@@ -123,7 +97,7 @@ def test_promotion_lifecycle(store, few_labels, monkeypatch, tmp_path):
     assert len(alias_history("tilecast-linear", "champion")) == 1
 
     # the job says so and exits non-zero (on the same few labels, as label files)
-    monkeypatch.setenv(ENV_VAR, store)
+    monkeypatch.setenv(ENV_VAR, module_store)
     for r in few_labels.labels.itertuples(index=False):
         (tmp_path / r.device.replace(" ", "_")).mkdir(exist_ok=True)
         (tmp_path / r.device.replace(" ", "_") / f"{r.tag}.json").write_text(json.dumps({"e2e_latency": r.label_ms}))
@@ -134,9 +108,10 @@ def test_promotion_lifecycle(store, few_labels, monkeypatch, tmp_path):
     assert "refused" in proc.stderr and "linear" in proc.stderr
     assert alias_versions("champion", FAMILIES) == first
 
-    # with loose enough gates it passes: history records from/to and the metrics
-    result = promote(["linear"], PromotionPolicy(kernel_tolerance_pct=1e6, e2e_tolerance_pct=1e6), labels=few_labels,
-                     register=False)
+    # with loose enough gates (and no LOGO figure asked for: test_logo_gate.py) it passes: history records
+    # from/to and the metrics
+    loose = PromotionPolicy(kernel_tolerance_pct=1e6, e2e_tolerance_pct=1e6, require_logo=False)
+    result = promote(["linear"], loose, labels=few_labels, register=False)
     assert result.promoted and not result.first
     assert alias_versions("champion", ["linear"]) == {"linear": bad["linear"]}
     # no forecaster bundles the new champions and none was registered: @champion must not serve the old set

@@ -7,14 +7,23 @@ validation MAPE their training runs logged), and the mean APE of end-to-end fore
 label (spec sheet only, no calibration). The candidate set is the current champions
 with the promoted families' ``@challenger`` versions swapped in. It is promoted when
 
-- its end-to-end mean APE improves or ties (``<= current + e2e_tolerance_pct``), and
+- it fails no more end-to-end labels than the current set, and its end-to-end mean APE improves or ties
+  (``<= current + e2e_tolerance_pct``), and
 - no promoted family's unseen-GPU kernel MAPE is worse than its champion's by more than
-  ``kernel_tolerance_pct`` points;
+  ``kernel_tolerance_pct`` points, and
+- leave-one-GPU-out (the project's model-selection criterion, :mod:`tilecast.predictors.logo`, as the
+  versions' training runs logged it with ``python jobs/train.py logo=true``): no promoted family's LOGO mean
+  over left-out GPUs is worse than its champion's by more than ``logo_tolerance_pct`` points, nor its worst
+  left-out GPU by more than ``logo_worst_tolerance_pct`` points. A challenger whose run has no LOGO figure is
+  refused (the reason names the train command that logs one) unless ``require_logo`` is off; a champion
+  without one (a version trained before, or without ``logo=true``) skips this gate for its family, and the
+  reasons say so;
 
-and unconditionally when no family has a champion yet (first promotion). A family that has no
-champion is compared against nothing (its challenger fills the current set too). Every move is
-recorded on the registered model (:mod:`tilecast.registry.aliases`) with the metrics that justified
-it, and the servable ``tilecast-forecaster`` is registered for the new set.
+and unconditionally when no family has a champion yet (first promotion). The family gates apply to the
+promoted families whose challenger differs from their champion: a family that has no champion is compared
+against nothing (its challenger fills the current set too). Every move is recorded on the registered model
+(:mod:`tilecast.registry.aliases`) with the metrics that justified it, and the servable
+``tilecast-forecaster`` is registered for the new set.
 """
 
 from __future__ import annotations
@@ -65,27 +74,47 @@ class PromotionPolicy:
     kernel_tolerance_pct: float = 1.0
     e2e_tolerance_pct: float = 0.0
     unseen_gpus: tuple[str, ...] = UNSEEN_GPUS
+    logo_tolerance_pct: float = 1.0  # points of leave-one-GPU-out mean MAPE a family may lose
+    logo_worst_tolerance_pct: float = 3.0  # points of its worst left-out GPU's MAPE (one GPU: noisier)
+    require_logo: bool = True  # refuse a challenger whose training run logged no LOGO figure
 
     def __post_init__(self) -> None:
-        for name in ("kernel_tolerance_pct", "e2e_tolerance_pct"):
+        for name in ("kernel_tolerance_pct", "e2e_tolerance_pct", "logo_tolerance_pct", "logo_worst_tolerance_pct"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         for key in self.unseen_gpus:
             get_gpu(key)
 
 
+@dataclass(frozen=True)
+class LogoFigure:
+    """A version's leave-one-GPU-out figures as its training run logged them."""
+
+    mean_pct: float
+    worst_pct: float
+    worst_gpu: str = "?"
+    gpus: tuple[str, ...] = ()  # the left-out GPUs (empty: not recorded)
+
+    def describe(self) -> str:
+        return f"mean {self.mean_pct:.2f}%, worst {self.worst_pct:.2f}% ({self.worst_gpu})"
+
+
 @dataclass
 class SuiteScore:
-    """One set of family versions measured on the suite."""
+    """One set of family versions measured on the suite (``logo``: the families whose runs logged one)."""
 
     versions: dict[str, str]
     kernel_mape_pct: dict[str, float]
     e2e_mean_ape_pct: float
     e2e_failed: int
     table: pd.DataFrame = field(repr=False)
+    logo: dict[str, LogoFigure] = field(default_factory=dict)
 
     def metrics(self, prefix: str) -> dict[str, float]:
         out = {f"{prefix}.kernel_mape_pct.{f}": v for f, v in self.kernel_mape_pct.items()}
+        for f, figure in self.logo.items():
+            out[f"{prefix}.logo_mape_pct.{f}"] = figure.mean_pct
+            out[f"{prefix}.logo_worst_mape_pct.{f}"] = figure.worst_pct
         out[f"{prefix}.e2e_mean_ape_pct"] = self.e2e_mean_ape_pct
         return out
 
@@ -129,14 +158,33 @@ def unseen_kernel_rows(families: Iterable[str], policy: PromotionPolicy) -> dict
             for fam in families}
 
 
-def _validation_mape(family: str, version: str) -> float:
-    """The version's validation MAPE as its training run logged it (NaN when not logged)."""
+def _training_run(family: str, version: str):
+    """The run that logged ``tilecast-<family>`` v``version`` (None when it has none or it is gone)."""
     client = MlflowClient()
     try:
         run_id = client.get_model_version(model_name(family), str(version)).run_id
-        return float(client.get_run(run_id).data.metrics.get("val_mape_pct", np.nan)) if run_id else np.nan
+        return client.get_run(run_id) if run_id else None
     except MlflowException:
-        return float("nan")
+        return None
+
+
+def _validation_mape(family: str, version: str) -> float:
+    """The version's validation MAPE as its training run logged it (NaN when not logged)."""
+    run = _training_run(family, version)
+    return float(run.data.metrics.get("val_mape_pct", np.nan)) if run else float("nan")
+
+
+def logo_figure(family: str, version: str) -> LogoFigure | None:
+    """The version's leave-one-GPU-out figures as its training run logged them (None: trained without
+    ``logo=true``)."""
+    run = _training_run(family, version)
+    metrics = run.data.metrics if run else {}
+    if "logo_mape_pct" not in metrics or "logo_worst_mape_pct" not in metrics:
+        return None
+    tags = run.data.tags
+    gpus = tuple(g for g in tags.get("tilecast.logo_gpus", "").split(",") if g)
+    return LogoFigure(float(metrics["logo_mape_pct"]), float(metrics["logo_worst_mape_pct"]),
+                      tags.get("tilecast.logo_worst_gpu", "?"), gpus)
 
 
 def kernel_mape(predictor, rows: pd.DataFrame) -> float:
@@ -166,7 +214,8 @@ def score_suite(versions: Mapping[str, str], labels: pd.DataFrame, kernel_rows: 
              for fam, rows in kernel_rows.items()}
     table = forecast_labels(labels, as_family_predictor(predictors), frames=frames)
     ok = table["pred_ms"].notna()
-    return SuiteScore(dict(versions), kmape, float(table.loc[ok, "ape_pct"].mean()), int((~ok).sum()), table)
+    logo = {fam: figure for fam in kernel_rows if (figure := logo_figure(fam, versions[fam])) is not None}
+    return SuiteScore(dict(versions), kmape, float(table.loc[ok, "ape_pct"].mean()), int((~ok).sum()), table, logo)
 
 
 def decide(current: SuiteScore | None, candidate: SuiteScore, families: Iterable[str],
@@ -174,7 +223,7 @@ def decide(current: SuiteScore | None, candidate: SuiteScore, families: Iterable
     """(promote?, reasons): the gates of the module docstring; ``current`` None is a first promotion."""
     if current is None:
         return True, ["first promotion: no champion yet"]
-    reasons, ok = [], True
+    reasons, ok, no_logo = [], True, []
     if candidate.e2e_failed > current.e2e_failed:
         ok = False
         reasons.append(f"challenger fails {candidate.e2e_failed} end-to-end labels, champion {current.e2e_failed}")
@@ -193,7 +242,42 @@ def decide(current: SuiteScore | None, candidate: SuiteScore, families: Iterable
                            f"(worse by more than {policy.kernel_tolerance_pct:g} points)")
         else:
             reasons.append(f"{fam}: unseen-GPU kernel MAPE {new:.2f}% vs champion {old:.2f}%")
+    for fam in families:
+        if fam not in candidate.versions or candidate.versions.get(fam) == current.versions.get(fam):
+            continue
+        new_logo, old_logo = candidate.logo.get(fam), current.logo.get(fam)
+        if new_logo is None and policy.require_logo:
+            no_logo.append(fam)
+        elif new_logo is None:
+            reasons.append(f"{fam}: the challenger has no leave-one-GPU-out figure: LOGO gate skipped "
+                           f"(require_logo=false)")
+        elif old_logo is None:
+            reasons.append(f"{fam}: the champion (v{current.versions.get(fam)}) has no leave-one-GPU-out figure "
+                           f"(trained without logo=true): LOGO gate skipped; challenger {new_logo.describe()}")
+        else:
+            passed, line = _logo_gate(fam, new_logo, old_logo, policy)
+            ok &= passed
+            reasons.append(line)
+    if no_logo:
+        ok = False
+        reasons.append(f"no leave-one-GPU-out figure on the challenger of {', '.join(no_logo)}: train it with "
+                       f"`python jobs/train.py families=[{','.join(no_logo)}] logo=true` (and its predictor and "
+                       f"params), or promote with require_logo=false")
     return ok, reasons
+
+
+def _logo_gate(family: str, new: LogoFigure, old: LogoFigure, policy: PromotionPolicy) -> tuple[bool, str]:
+    """The LOGO gate of one family: (passed?, reason line)."""
+    worse = []
+    if new.mean_pct > old.mean_pct + policy.logo_tolerance_pct:
+        worse.append(f"mean worse by more than {policy.logo_tolerance_pct:g} points")
+    if new.worst_pct > old.worst_pct + policy.logo_worst_tolerance_pct:
+        worse.append(f"worst GPU worse by more than {policy.logo_worst_tolerance_pct:g} points")
+    line = (f"{family}: leave-one-GPU-out MAPE mean {new.mean_pct:.2f}% vs champion {old.mean_pct:.2f}%, worst "
+            f"{new.worst_pct:.2f}% ({new.worst_gpu}) vs {old.worst_pct:.2f}% ({old.worst_gpu})")
+    if new.gpus and old.gpus and set(new.gpus) != set(old.gpus):  # e.g. trained on other max_rows: say so
+        line += f" (over other left-out GPUs: {','.join(new.gpus)} vs {','.join(old.gpus)})"
+    return not worse, line + (f" ({'; '.join(worse)})" if worse else "")
 
 
 def _log_scores(result: PromotionResult) -> None:
@@ -252,6 +336,9 @@ def promote(families: Iterable[str] = FAMILIES, policy: PromotionPolicy | None =
         log_lineage(config_yaml, job="promote", families=",".join(families))
         mlflow.log_params({"families": ",".join(families), "kernel_tolerance_pct": policy.kernel_tolerance_pct,
                            "e2e_tolerance_pct": policy.e2e_tolerance_pct, "unseen_gpus": ",".join(policy.unseen_gpus),
+                           "logo_tolerance_pct": policy.logo_tolerance_pct,
+                           "logo_worst_tolerance_pct": policy.logo_worst_tolerance_pct,
+                           "require_logo": policy.require_logo,
                            "labels": len(labels.labels), "labels_source": labels.source})
         cand_score = score_suite(candidate, labels.labels, rows, frames)
         cur_score = None if current is None else score_suite(current, labels.labels, rows, frames)

@@ -4,6 +4,14 @@ One MLflow run per family with the predictor's params, the composed config, line
 commit, data hash, hash of the rows fitted), metrics (validation MAPE per training GPU, MAPE on
 each unseen GPU) and a parity plot; then a new version of ``tilecast-<family>`` with the alias
 (``@challenger``) and ``@<predictor>`` (the newest version of that predictor, e.g. after a sweep).
+
+With ``logo`` the run also carries the leave-one-GPU-out criterion (:mod:`tilecast.predictors.logo`) over the
+GPUs of the family's training rows (the rows before the validation split, same predictor and parameters):
+``logo_mape_pct`` (mean over left-out GPUs), ``logo_worst_mape_pct``, ``logo_mape_pct.<gpu>``, ``logo_s`` (fit
+seconds) and the tag ``tilecast.logo_worst_gpu``; promotion gates on them (:mod:`tilecast.registry.promotion`).
+It costs one extra fit per GPU of the family's data: off in :class:`TrainSpec` (library callers, the nightly
+bootstrap), on in ``jobs/train.py`` (``conf/train.yaml``). It runs before the version is registered, so a
+version at ``@challenger`` from a ``logo`` run always has its figures.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import pandas as pd
 
 from tilecast.metrics import ape_pct
 from tilecast.predictors import KernelPredictor, evaluation_rows, fit_predictor, training_rows
+from tilecast.predictors.logo import run_logo
 from tilecast.predictors.rows import UNSEEN_GPUS
 from tilecast.registry.aliases import move_alias
 from tilecast.registry.lineage import frame_hash, log_lineage
@@ -54,6 +63,7 @@ class TrainSpec:
     seed: int = 0
     unseen_gpus: tuple[str, ...] = UNSEEN_GPUS
     max_rows: int | None = None  # subsample each family's training rows (quick runs, tests)
+    logo: bool = False  # also run leave-one-GPU-out on the training rows (one more fit per GPU; promotion gates on it)
 
     def __post_init__(self) -> None:
         if isinstance(self.families, str) or not self.families:
@@ -144,6 +154,8 @@ def train_family(spec: TrainSpec, family: str, config_yaml: str | None = None, g
                    **{f"unseen_mape_pct.{k}": v for k, v in unseen_by_gpu.items()}}
         if unseen_by_gpu:
             metrics["unseen_mape_pct"] = float(np.mean(list(unseen_by_gpu.values())))
+        if spec.logo:
+            metrics |= _log_logo(spec, family, rows)
         mlflow.log_metrics(metrics)
         groups = {"validation": (val["Latency"].to_numpy(float), val_pred)}
         for key in unseen_by_gpu:
@@ -161,13 +173,27 @@ def train_family(spec: TrainSpec, family: str, config_yaml: str | None = None, g
     return FamilyResult(family, run.info.run_id, mv.name, str(mv.version), fit_s, metrics, predictor)
 
 
+def _log_logo(spec: TrainSpec, family: str, rows: pd.DataFrame) -> dict[str, float]:
+    """Run LOGO on ``rows``; tag the run with its worst GPU and the rows it ran on; return its metrics."""
+    result = run_logo(family, spec.predictor, spec.params, rows)
+    if result is None:  # one GPU only: the tag says so, promotion finds no figure
+        mlflow.set_tag("tilecast.logo", "none: the training rows come from fewer than two GPUs with rows to score")
+        return {}
+    mlflow.set_tags({"tilecast.logo_worst_gpu": result.worst_gpu, "tilecast.logo_gpus": ",".join(result.mape_pct),
+                     "tilecast.logo_rows_hash": frame_hash(rows)})
+    return result.metrics()
+
+
 def _log_progress(family: str, spec: TrainSpec, n: int, fit_s: float, metrics: dict[str, float],
                   name: str, version: str) -> None:
     val = ", ".join(f"{k.split('.', 1)[1]} {v:.1f}" for k, v in metrics.items() if k.startswith("val_mape_pct."))
     unseen = ", ".join(f"{k.split('.', 1)[1]} {v:.1f}%" for k, v in metrics.items()
                        if k.startswith("unseen_mape_pct."))
-    log.info("%s: %s fit %.1f s on %d rows; val MAPE %.1f%% (%s); unseen %s -> %s v%s @%s", family,
-             spec.predictor, fit_s, n, metrics["val_mape_pct"], val, unseen or "none", name, version, spec.alias)
+    logo = (f"; leave-one-GPU-out MAPE {metrics['logo_mape_pct']:.1f}% (worst {metrics['logo_worst_mape_pct']:.1f}%)"
+            if "logo_mape_pct" in metrics else "")
+    log.info("%s: %s fit %.1f s on %d rows; val MAPE %.1f%% (%s); unseen %s%s -> %s v%s @%s", family,
+             spec.predictor, fit_s, n, metrics["val_mape_pct"], val, unseen or "none", logo, name, version,
+             spec.alias)
 
 
 def train(spec: TrainSpec, config_yaml: str | None = None) -> list[FamilyResult]:
