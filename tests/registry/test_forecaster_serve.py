@@ -15,13 +15,17 @@ import mlflow
 import pandas as pd
 import pytest
 from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE, ErrorCode
 
 from tests.registry.helpers import free_port, stop_group
 from tilecast.forecast import forecast
+from tilecast.forecast.intervals import DEFAULT_LEVEL, record_interval
 from tilecast.registry.forecaster import (
     DEFAULT_MAX_ROWS,
     FORECASTER_NAME,
+    INTERVAL_COLUMNS,
     MAX_ROWS_ENV,
+    OUTPUT_COLUMNS,
     as_family_predictor,
     find_forecaster,
     forecast_rows,
@@ -68,6 +72,11 @@ def test_rows_answer_or_carry_their_error(registered):
     assert out.loc[4, "error"] == "" and out.loc[4, "ms_comm"] > 0
     assert out.loc[5, "fused"] and out.loc[5, "e2e_ms"] < out.loc[0, "e2e_ms"]
     assert find_forecaster(versions) == registered[2]
+    # the interval is predict.py's (one source of truth), null where the row failed
+    want = record_interval(forecast("gpt2_large", "l4", 2, 256, "inference", predict=predict).to_dict(), "l4")
+    assert {c: out.loc[0, c] for c in INTERVAL_COLUMNS} == pytest.approx({c: want[c] for c in INTERVAL_COLUMNS})
+    for i in (1, 2, 3):
+        assert out.loc[i, list(INTERVAL_COLUMNS)].isna().all()
 
 
 def _strict(constant: str):
@@ -115,6 +124,17 @@ def test_served_over_http(registered, tmp_path):
         assert "num_heads=20" in got[3]["error"]
         assert got[4]["error"] == "" and got[4]["e2e_ms"] > 0 and got[4]["ms_comm"] > 0
         assert got[5]["fused"] is True and got[5]["e2e_ms"] < got[0]["e2e_ms"]
+        assert got[0]["pred_lo_ms"] <= got[0]["e2e_ms"] <= got[0]["pred_hi_ms"]
+        assert got[0]["interval_note"].startswith("80% interval")
+        assert got[1]["pred_lo_ms"] is None and got[1]["pred_hi_ms"] is None and got[1]["interval_note"] is None
+        url = f"http://127.0.0.1:{port}/invocations"
+        wide = _post(url, {"dataframe_records": [GOOD], "params": {"interval_level": 0.95}})["predictions"][0]
+        assert wide["pred_lo_ms"] < got[0]["pred_lo_ms"] and wide["pred_hi_ms"] > got[0]["pred_hi_ms"]
+        assert wide["interval_note"].startswith("95% interval")
+        with pytest.raises(urllib.error.HTTPError) as bad:
+            _post(url, {"dataframe_records": [GOOD], "params": {"interval_level": 1.5}})
+        assert bad.value.code == 400
+        assert "interval_level=1.5 must be a number in [0.5, 0.99]" in json.loads(bad.value.read())["message"]
         with pytest.raises(urllib.error.HTTPError) as exc:  # one row over the cap: refused whole, a 4xx
             _post(f"http://127.0.0.1:{port}/invocations", {"dataframe_records": [*ROWS, GOOD]})
         assert exc.value.code == 400
@@ -140,8 +160,46 @@ def test_the_pyfunc_answers_strict_json_equal_to_one_forecast_per_row(registered
         assert rec["error"] == want["error"]
         if want["error"]:
             assert rec["e2e_ms"] is None and rec["ms_linear"] is None
+            assert rec["pred_lo_ms"] is None and rec["pred_hi_ms"] is None and rec["interval_note"] is None
         else:
             assert rec["e2e_ms"] == pytest.approx(want["e2e_ms"], rel=1e-12)
+            assert rec["pred_lo_ms"] == pytest.approx(want["pred_lo_ms"], rel=1e-12)
+            assert rec["pred_hi_ms"] == pytest.approx(want["pred_hi_ms"], rel=1e-12)
+            assert rec["interval_note"] == want["interval_note"]
+
+
+def test_the_pyfunc_answers_intervals_at_the_asked_level(registered, monkeypatch):
+    """Every answered row carries lo <= e2e <= hi at 80% (the signature says so), ``params={"interval_level":
+    0.95}`` widens it, a level outside [0.5, 0.99] is a 400, and a GPU of another vendor gets a wider interval
+    that says why."""
+    monkeypatch.delenv(MAX_ROWS_ENV, raising=False)
+    model = mlflow.pyfunc.load_model(f"models:/{FORECASTER_NAME}@champion")
+    signature = model.metadata.signature
+    assert signature.outputs.input_names() == list(OUTPUT_COLUMNS)
+    assert {p.name: p.default for p in signature.params.params} == {"interval_level": DEFAULT_LEVEL}
+    rows = pd.DataFrame([GOOD, {**GOOD, "gpu": "mi300x"}, {**GOOD, "gpu": "tesla_t4", "mode": "training"}])
+    at80, at95 = model.predict(rows), model.predict(rows, params={"interval_level": 0.95})
+    assert (at80["error"] == "").all() and (at95["error"] == "").all()
+    for got in (at80, at95):
+        lo, pred, hi = (got[c].astype(float) for c in ("pred_lo_ms", "e2e_ms", "pred_hi_ms"))
+        assert ((lo > 0) & (lo <= pred) & (pred <= hi)).all()
+    assert (at95["pred_lo_ms"] <= at80["pred_lo_ms"]).all() and (at95["pred_hi_ms"] >= at80["pred_hi_ms"]).all()
+    # strictly wider for inference; three GPUs calibrate training, whose conformal level is capped at 99% already
+    assert (at95["pred_hi_ms"] / at95["pred_lo_ms"] > at80["pred_hi_ms"] / at80["pred_lo_ms"])[:2].all()
+    assert at80["interval_note"].str.startswith("80% interval").all()
+    assert at95["interval_note"].str.startswith("95% interval").all()
+    width = at80["pred_hi_ms"].astype(float) / at80["pred_lo_ms"].astype(float)
+    assert width[1] > width[0] and width[1] > width[2]
+    assert "another vendor" in at80.loc[1, "interval_note"] and "amd GPU" in at80.loc[1, "interval_note"]
+    assert "another vendor" not in at80.loc[0, "interval_note"]
+    for bad in (1.5, 0.3):
+        with pytest.raises(MlflowException, match=rf"interval_level={bad} must be a number in \[0.5, 0.99\]") as exc:
+            model.predict(rows, params={"interval_level": bad})
+        assert exc.value.error_code == ErrorCode.Name(INVALID_PARAMETER_VALUE)
+        assert exc.value.get_http_status_code() == 400
+    with pytest.raises(MlflowException, match="interval_level") as exc:  # not a number: MLflow's own check
+        model.predict(rows, params={"interval_level": "wide"})
+    assert exc.value.get_http_status_code() == 400
 
 
 def test_a_request_predicts_each_family_once_per_gpu(registered):

@@ -6,9 +6,13 @@ and the graph builder (the ``tilecast`` package), so
     mlflow models serve -m models:/tilecast-forecaster@champion --env-manager local
 
 answers POSTed rows ``model, gpu, batch, seq_len, mode`` (optional ``parallel``, ``fused``) with
-``e2e_ms``, ``fw_ms``, ``bw_ms``, ``acc_ms`` and ``ms_<group>``. A row that cannot be forecast (an
+``e2e_ms``, ``fw_ms``, ``bw_ms``, ``acc_ms``, ``ms_<group>`` and the prediction interval of ``e2e_ms``:
+``pred_lo_ms``, ``pred_hi_ms`` and ``interval_note`` (what it rests on, why it is wide: a new architecture,
+another vendor), the same as ``predict.py``'s (:func:`tilecast.forecast.intervals.record_interval`), at
+:data:`~tilecast.forecast.intervals.DEFAULT_LEVEL` unless the request's ``params`` ask for another
+``interval_level`` (one outside [0.5, 0.99] is refused: HTTP 400). A row that cannot be forecast (an
 unknown model or GPU, a workload that cannot be built) gets its reason in ``error`` and ``null`` in
-every number (the answer is strict JSON: never a bare ``NaN``); the other rows still answer.
+every number and interval field (the answer is strict JSON: never a bare ``NaN``); the other rows still answer.
 
 One request is forecast as a batch: identical rows once, each distinct workload's graph built once
 (for every GPU it is asked on), and one kernel prediction per family and GPU for all of them
@@ -38,9 +42,10 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
-from mlflow.types.schema import ColSpec, Schema
+from mlflow.types.schema import ColSpec, ParamSchema, ParamSpec, Schema
 
 from tilecast.forecast import (
+    GROUPS,
     SUMMARY_KEYS,
     FamilyPredictor,
     forecast,
@@ -51,6 +56,7 @@ from tilecast.forecast import (
     summarise_many,
     workload_frame,
 )
+from tilecast.forecast.intervals import DEFAULT_LEVEL, IntervalTable, check_level, load_intervals, record_interval
 from tilecast.forecast.workload import check_gpu_dtype
 from tilecast.graph.parallel import parse_parallel
 from tilecast.predictors import PREDICTORS, KernelPredictor
@@ -75,7 +81,10 @@ FORECASTER_NAME = "tilecast-forecaster"
 FORECASTER_EXPERIMENT = "tilecast-forecaster"  # runs that register a forecaster outside promote
 BUNDLE_TAG = "tilecast.bundle"  # version tag: JSON family -> "tilecast-<family> v<n>"
 INPUT_COLUMNS = ("model", "gpu", "batch", "seq_len", "mode")
-OUTPUT_COLUMNS = ("model", "gpu", "batch", "seq_len", "mode", "parallel", "fused", *SUMMARY_KEYS, "error")
+#: the prediction interval of ``e2e_ms`` every answered row carries (null where the row failed)
+INTERVAL_COLUMNS = ("pred_lo_ms", "pred_hi_ms", "interval_note")
+OUTPUT_COLUMNS = ("model", "gpu", "batch", "seq_len", "mode", "parallel", "fused", *SUMMARY_KEYS,
+                  *INTERVAL_COLUMNS, "error")
 #: forecaster name -> how to get a FamilyPredictor and the versions it uses
 SOURCES = ("registry", "roofline")
 #: environment variable of the server's row cap per request, and its default
@@ -221,16 +230,39 @@ def forecast_workloads(keys: Iterable[tuple], predict: FamilyPredictor) -> dict[
     return out
 
 
-def forecast_rows(rows: pd.DataFrame, predict: FamilyPredictor) -> pd.DataFrame:
-    """One output row (:data:`OUTPUT_COLUMNS`) per input row; failures leave their reason in ``error`` (and
-    NaN in the numbers). Identical rows are forecast once and the rest as one batch (:func:`forecast_workloads`)."""
+def workload_interval(key: tuple, summary: Mapping[str, float], level: float | None = None,
+                      table: IntervalTable | None = None) -> dict[str, Any]:
+    """:data:`INTERVAL_COLUMNS` of one forecast workload (key as :func:`_workloads`'; fp32), from its ``e2e_ms``
+    and kernel time per group: :func:`~tilecast.forecast.intervals.record_interval`, as ``predict.py``'s."""
+    record = {"mode": key[4], "dtype": "fp32", "e2e_ms": summary["e2e_ms"],
+              "ms_per_group": {g: summary[f"ms_{g}"] for g in GROUPS}}
+    got = record_interval(record, key[1], level, table)
+    return {c: got[c] for c in INTERVAL_COLUMNS}
+
+
+def forecast_rows(rows: pd.DataFrame, predict: FamilyPredictor, interval_level: float | None = None
+                  ) -> pd.DataFrame:
+    """One output row (:data:`OUTPUT_COLUMNS`) per input row, its interval at ``interval_level`` (default
+    :data:`~tilecast.forecast.intervals.DEFAULT_LEVEL`); failures leave their reason in ``error`` (and missing
+    values in the numbers and interval fields). Identical rows are forecast once and the rest as one batch
+    (:func:`forecast_workloads`)."""
+    level = check_level(interval_level)
     bases, keys = _workloads(rows)
     results = forecast_workloads([k for k in keys if isinstance(k, tuple)], predict)
+    table = load_intervals() if any(isinstance(v, dict) for v in results.values()) else None
+    for key, got in results.items():  # once per distinct workload
+        if isinstance(got, dict):
+            try:
+                got.update(workload_interval(key, got, level, table))
+            except Exception as exc:  # noqa: BLE001 - the row carries its reason
+                results[key] = _error_text(exc)
+    failed = {**dict.fromkeys(SUMMARY_KEYS, np.nan), "pred_lo_ms": np.nan, "pred_hi_ms": np.nan,
+              "interval_note": None}
     out = []
     for base, key in zip(bases, keys, strict=True):
         got = results[key] if isinstance(key, tuple) else key
         if isinstance(got, str):
-            out.append({**base, **dict.fromkeys(SUMMARY_KEYS, np.nan), "error": got})
+            out.append({**base, **failed, "error": got})
         else:
             out.append({**base, **got, "error": ""})
     return pd.DataFrame(out, columns=list(OUTPUT_COLUMNS))
@@ -286,14 +318,20 @@ class ForecasterModel(mlflow.pyfunc.PythonModel):
                 raise ModelIntegrityError(name, v, f"in {FORECASTER_NAME}: {problem}")
             self.predictors[fam] = PREDICTORS[manifests[fam]["predictor"]].load(directory)
         self.max_rows = max_rows()
+        load_intervals()  # no interval quantiles: the server fails when it starts, not on every request
 
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
+        """The answer rows (:func:`forecast_rows`, :func:`json_ready`); ``params``: optional ``interval_level``."""
         rows = pd.DataFrame(model_input)
         cap = getattr(self, "max_rows", DEFAULT_MAX_ROWS)
         if len(rows) > cap:
             raise MlflowException(f"{len(rows)} rows in one request; at most {cap} ({MAX_ROWS_ENV} when the "
                                   f"server starts): split the request", error_code=INVALID_PARAMETER_VALUE)
-        return json_ready(forecast_rows(rows, as_family_predictor(self.predictors)))
+        try:
+            level = check_level((params or {}).get("interval_level"))
+        except ValueError as exc:
+            raise MlflowException(str(exc), error_code=INVALID_PARAMETER_VALUE) from None
+        return json_ready(forecast_rows(rows, as_family_predictor(self.predictors), level))
 
 
 def _signature() -> ModelSignature:
@@ -302,11 +340,12 @@ def _signature() -> ModelSignature:
                      ColSpec("string", "parallel", required=False),
                      # a string column: MLflow casts an optional boolean column with gaps to True
                      ColSpec("string", "fused", required=False)])
-    outputs = Schema([ColSpec("string", c) if c in ("model", "gpu", "mode", "parallel", "error")
+    outputs = Schema([ColSpec("string", c) if c in ("model", "gpu", "mode", "parallel", "interval_note", "error")
                       else ColSpec("boolean", c) if c == "fused"
                       else ColSpec("long", c) if c in ("batch", "seq_len") else ColSpec("double", c)
                       for c in OUTPUT_COLUMNS])
-    return ModelSignature(inputs=inputs, outputs=outputs)
+    params = ParamSchema([ParamSpec("interval_level", "double", DEFAULT_LEVEL)])
+    return ModelSignature(inputs=inputs, outputs=outputs, params=params)
 
 
 def _requirements() -> list[str]:
@@ -393,8 +432,6 @@ def predict_workload(model, gpu, batch: int, seq_len: int, mode: str, parallel: 
                      ) -> tuple[Any, dict[str, Any]]:
     """Forecast one workload with the chosen predictors: (``Forecast``, JSON-ready record with ``pred_lo_ms`` /
     ``pred_hi_ms`` at ``interval_level``, default :data:`tilecast.forecast.intervals.DEFAULT_LEVEL`)."""
-    from tilecast.forecast.intervals import check_level, record_interval
-
     level = check_level(interval_level)  # a bad level is refused before any forecast
     predict, versions = predictor_source(source, alias, calibrate)
     fc = forecast(model, gpu, batch, seq_len, mode, parallel, fused, predict, dtype=dtype)
@@ -410,7 +447,6 @@ def predict_serve(sw, gpu, source: str = "registry", alias: str = "champion", ca
                   pricing: Any = None, interval_level: float | None = None) -> tuple[Any, dict[str, Any]]:
     """Forecast one serve workload (:class:`tilecast.forecast.serve.ServeWorkload`): (``ServeForecast``, JSON
     record with the cost per 1M output tokens when ``pricing`` prices the GPU, and TTFT / TPOT intervals)."""
-    from tilecast.forecast.intervals import check_level, record_interval
     from tilecast.forecast.serve import forecast_serve
 
     level = check_level(interval_level)
