@@ -36,8 +36,18 @@ def main(cfg: DictConfig) -> None:
         print(f"{move.model}@{move.alias}: {move.describe()}: rolled back, {now}")
         return
     path = resolve(cfg.measurements)
+    runs, runs_path = None, ""
+    if cfg.model_runs:
+        from tilecast.evaluation.labels import read_label_dir, skipped_lines
+
+        runs_path = str(resolve(cfg.model_runs))
+        labels = read_label_dir(runs_path)
+        for line in skipped_lines(labels.skipped):
+            log.warning("%s", line)
+        runs = labels.labels
     saved = calibrate_gpu(gpu, read_table(path), alias=cfg.alias, experiment=cfg.mlflow.experiment,
-                          config_yaml=OmegaConf.to_yaml(cfg, resolve=True), source=str(path), gate=gate)
+                          config_yaml=OmegaConf.to_yaml(cfg, resolve=True), source=str(path), gate=gate,
+                          model_runs=runs, runs_source=runs_path)
     for fam, fc in saved.families.items():
         m = fc.metrics
         print(f"{saved.label} {fam}: {fc.rows} rows ({m['distinct_rows']:.0f} shapes), MAPE "

@@ -25,13 +25,14 @@ def main(cfg: DictConfig) -> None:
     from tilecast.pipelines.evaluate import EvaluationSettings, evaluate, log_evaluation, report_lines
     from tilecast.registry.tracking import configure
 
-    uri = configure(cfg.mlflow.tracking_uri)
-    if cfg.serving:
-        return serving(cfg, uri)
     settings = EvaluationSettings(labels_dir=cfg.labels_dir, forecaster=cfg.forecaster, alias=cfg.alias,
                                   calibrate=cfg.calibrate, calibration_rows=cfg.calibration_rows, seed=cfg.seed,
                                   perop=cfg.perop, unseen_gpus=tuple(cfg.unseen_gpus),
-                                  experiment=cfg.mlflow.experiment, interval_level=cfg.get("interval_level"))
+                                  experiment=cfg.mlflow.experiment, interval_level=cfg.get("interval_level"),
+                                  calibration_margin_pct=cfg.calibration_margin_pct)
+    uri = configure(cfg.mlflow.tracking_uri)
+    if cfg.serving:
+        return serving(cfg, uri)
     result = evaluate(settings)
     out = output_file(cfg.output) or Path(HydraConfig.get().runtime.output_dir) / "evaluation.csv"
     write_table(result.table, out)

@@ -1,5 +1,6 @@
 """``jobs/evaluate.py`` run as a user runs it, on a small label directory, logging to a throwaway sqlite store."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -62,6 +63,10 @@ def test_job_writes_one_row_per_label_and_logs_a_run(label_dir, store, tmp_path,
     assert bool(l4["calibrated"]) and l4["pred_cal_ms"] != l4["pred_ms"]  # L4 has kernel test rows
     sxm = table[table["gpu"] == "a100_sxm4_40gb"].iloc[0]
     assert not bool(sxm["calibrated"])  # no kernel rows of that GPU: calibrated = spec-only
+    # the calibration is checked against the GPU's other models' runs; T4 has one model here: unchecked, said so
+    t4 = table[table["gpu"] == "tesla_t4"].iloc[0]
+    assert bool(t4["calibrated"])
+    assert t4["calibration_note"] == "calibration unchecked: no other model measured on tesla_t4"
     runs = MlflowClient().search_runs([MlflowClient().get_experiment_by_name("tilecast-evaluate").experiment_id])
     assert len(runs) == 1
     run = runs[0]
@@ -84,3 +89,28 @@ def test_the_run_is_tagged_with_the_versions_used(label_dir, store):
     arts = {a.path for a in MlflowClient().list_artifacts(run_id, "evaluation")}
     assert {"evaluation/labels.json", "evaluation/summary.json", "evaluation/perop.json",
             "evaluation/skipped.txt"} <= arts
+
+
+def test_an_amd_label_directory_is_forecast_on_the_amd_spec(tmp_path):
+    """``AMD_Instinct_MI250/<tag>.json`` (a real NVIDIA label's content: no AMD labels ship) resolves to the
+    mi250 spec sheet and is forecast on it: its fp32 GEMMs on the matrix cores, the interval of another vendor."""
+    from tilecast.data import load_e2e_labels
+    from tilecast.forecast import forecast
+    from tilecast.specs import get_gpu
+
+    real = load_e2e_labels().query("device_dir == 'NVIDIA_L4' and tag == 'gpt2_large-inf-1024-4'").iloc[0]
+    for d in ("AMD_Instinct_MI250", "NVIDIA_L4"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / f"{real.tag}.json").write_text(json.dumps({"e2e_latency": float(real.e2e_latency)}))
+    result = evaluate(EvaluationSettings(labels_dir=str(tmp_path), forecaster="roofline", calibrate=False,
+                                         perop=False))
+    assert result.labels.skipped == []
+    table = result.table.set_index("gpu")
+    amd = table.loc["mi250"]
+    assert amd["device"] == "AMD Instinct MI250" and amd["error"] == "" and not amd["calibrated"]
+    want = forecast("gpt2_large", "mi250", 4, 1024, "inference").e2e_ms
+    assert amd["pred_ms"] == pytest.approx(want, rel=1e-9) and amd["pred_ms"] != table.loc["l4", "pred_ms"]
+    vector_only = dataclasses.replace(get_gpu("mi250"), fp32_matrix_gflops=None)
+    assert want < forecast("gpt2_large", vector_only, 4, 1024, "inference").e2e_ms
+    assert amd["ape_pct"] == pytest.approx(100 * abs(want - real.e2e_latency) / real.e2e_latency)
+    assert amd["pred_lo_ms"] < amd["pred_ms"] < amd["pred_hi_ms"] and "another vendor" in amd["interval_note"]

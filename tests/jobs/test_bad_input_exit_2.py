@@ -95,6 +95,8 @@ BAD_TYPE = [
     ("score", "bad type", ["progress=maybe"], "progress='maybe'"),
     ("train", "bad type", ["val_fraction=abc"], "val_fraction=abc"),
     ("score", "bad value", ["date=2020-13-45"], "'2020-13-45'"),
+    ("evaluate", "bad value", ["calibration_margin_pct=-1"], "calibration_margin_pct"),
+    ("calibrate", "bad value", ["measurements=x.csv", "gate.model_run_margin_pct=-1"], "gate.model_run_margin_pct"),
 ]
 PATHS = [
     ("evaluate", "output is a directory", ["output={dir}"], "output={dir}"),

@@ -17,7 +17,7 @@ import pytest
 from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
-from tests.registry.helpers import compose_job, job_main
+from tests.registry.helpers import compose_job, run_job
 from tilecast.data import load_kernels
 from tilecast.paths import ROOT
 from tilecast.pipelines.nightly import settings_from_config as nightly_settings
@@ -63,14 +63,7 @@ def _csv(tmp_path, rows: pd.DataFrame, name: str = "l4.csv"):
 
 def _run_in_process(capsys, uri: str, *overrides: str) -> tuple[int, str, str]:
     """The calibrate job's main on a composed config: (exit status, stdout, stderr)."""
-    cfg = compose_job("calibrate", ["gpu=l4", f"mlflow.tracking_uri={uri}", *overrides])
-    try:
-        job_main("calibrate")(cfg)
-        status = 0
-    except SystemExit as exc:
-        status = int(exc.code)
-    out = capsys.readouterr()
-    return status, out.out, out.err
+    return run_job("calibrate", capsys, ["gpu=l4", f"mlflow.tracking_uri={uri}", *overrides])
 
 
 def _one_error(err: str) -> str:

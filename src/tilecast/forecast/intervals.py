@@ -313,7 +313,8 @@ def e2e_interval(mode: str, gpu: GpuSpec | str, dtype: str, pred_ms: Any, level:
               "wider": (min(e_lo, m_lo), max(e_hi, m_hi))}[use]
     what = {"e2e": f"{key} end-to-end residuals", "mix": "comonotone op mix of the kernel intervals",
             "wider": f"wider of the {key} end-to-end residuals and the op mix"}[use]
-    return pred * math.exp(lo), pred * math.exp(hi), _note(level, what, stratum, "; ".join([*notes, missing]))
+    why = "; ".join(x for x in (*notes, missing) if x)
+    return pred * math.exp(lo), pred * math.exp(hi), _note(level, what, stratum, why)
 
 
 def forecast_interval(what: str, gpu: GpuSpec | str, dtype: str, pred_ms: Any, level: float | None = None,

@@ -15,7 +15,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 
-from tilecast.evaluation.calibration import calibrated_for
+from tilecast.evaluation.calibration import RUN_MARGIN_PCT, calibrated_for, check_against_runs, disagreement_lines
 from tilecast.evaluation.labels import LabelSet, read_label_dir, shipped_labels, skipped_lines
 from tilecast.evaluation.paper import with_paper
 from tilecast.evaluation.perop import perop_errors, perop_summary
@@ -49,6 +49,12 @@ class EvaluationSettings:
     unseen_gpus: tuple[str, ...] = UNSEEN_GPUS
     experiment: str = "tilecast-evaluate"
     interval_level: float | None = None  # pred_lo_ms / pred_hi_ms level; None: intervals.DEFAULT_LEVEL
+    calibration_margin_pct: float = RUN_MARGIN_PCT  # points a calibration must win by on the GPU's other models
+
+    def __post_init__(self) -> None:
+        m = self.calibration_margin_pct
+        if isinstance(m, bool) or not isinstance(m, int | float) or not np.isfinite(m) or m < 0:
+            raise ValueError(f"calibration_margin_pct must be a number of points >= 0, got {m!r}")
 
 
 @dataclass
@@ -63,6 +69,7 @@ class EvaluationResult:
     perop: pd.DataFrame | None = None
     perop_summary: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
+    calibration_check: pd.DataFrame | None = None  # per GPU: does calibrating to its kernels help its model runs?
     run_id: str = ""
 
 
@@ -97,10 +104,16 @@ def evaluate(settings: EvaluationSettings) -> EvaluationResult:
         raise ValueError(f"no label could be read from {labels.source}: {reasons}")
     predictors, versions, notes = load_predictors(settings.forecaster, settings.alias)
     calibrated = calibrated_for(predictors, settings.calibration_rows, settings.seed) if settings.calibrate else None
-    table = with_paper(forecast_labels(labels.labels, as_family_predictor(predictors), calibrated,
-                                       interval_level=level))
+    table = forecast_labels(labels.labels, as_family_predictor(predictors), calibrated, interval_level=level)
+    check = None
+    if calibrated is not None:
+        table, check = check_against_runs(table, settings.calibration_margin_pct)
+        for line in disagreement_lines(check):
+            log.warning("%s", line)
+            notes.append(line)
+    table = with_paper(table)
     result = EvaluationResult(table, ape_summary(table), headline(table, settings.unseen_gpus), labels, versions,
-                              notes=notes)
+                              notes=notes, calibration_check=check)
     if settings.perop and labels.nodes is not None and len(labels.nodes):
         result.perop = perop_errors(as_family_predictor(predictors), labels.nodes)
         result.perop_summary = perop_summary(result.perop, settings.unseen_gpus)
@@ -120,7 +133,8 @@ def log_evaluation(result: EvaluationResult, settings: EvaluationSettings, confi
         mlflow.set_tags({f"tilecast.version.{f}": v for f, v in result.versions.items()})
         mlflow.log_params({"labels_source": result.labels.source, "labels": len(result.table),
                            "skipped": len(result.labels.skipped), "calibrate": settings.calibrate,
-                           "calibration_rows": settings.calibration_rows, "seed": settings.seed})
+                           "calibration_rows": settings.calibration_rows, "seed": settings.seed,
+                           "calibration_margin_pct": settings.calibration_margin_pct})
         metrics = {_metric_key(k): v for k, v in result.headline.items() if np.isfinite(v)}
         for row in result.summary.itertuples(index=False):
             for stat in ("mean_ape_pct", "max_ape_pct", "mean_ape_cal_pct", "max_ape_cal_pct"):
@@ -136,6 +150,10 @@ def log_evaluation(result: EvaluationResult, settings: EvaluationSettings, confi
         if result.perop is not None:
             mlflow.log_table(result.perop, "evaluation/perop.json")
             mlflow.log_table(result.perop_summary, "evaluation/perop_summary.json")
+        if result.calibration_check is not None and len(result.calibration_check):
+            mlflow.log_table(result.calibration_check, "evaluation/calibration_check.json")
+            mlflow.log_metrics({_metric_key("calibration_disagrees", r.gpu): float(r.disagrees)
+                                for r in result.calibration_check.itertuples(index=False)})
         if result.labels.skipped:
             mlflow.log_text("\n".join(f"{p}: {r}" for p, r in result.labels.skipped), "evaluation/skipped.txt")
         result.run_id = run.info.run_id
@@ -158,6 +176,7 @@ def report_lines(result: EvaluationResult) -> list[str]:
         if f"{cell}.mean_ape_pct" in h:
             lines.append(f"{cell:<12} mean APE {h[f'{cell}.mean_ape_pct']:6.2f}% spec-only, "
                          f"{h[f'{cell}.mean_ape_cal_pct']:6.2f}% calibrated")
+    lines += result.notes
     if result.perop_summary is not None:
         lines.append("per-op category MAPE (in = training GPUs, out = unseen GPUs):")
         lines.append(result.perop_summary.to_string(index=False))

@@ -10,6 +10,12 @@ a bad row stops the job naming the file, the row and the value. Then each family
 the gate before anything is logged or stored: at least ``min_distinct_rows`` distinct kernel shapes,
 finite parameters, finite corrected forecasts, and a leave-one-shape-out MAPE below the uncalibrated
 MAPE on the same rows (a correction that does not generalise to its own measurements is refused).
+
+Kernel microbenchmarks can disagree with the same kernels inside models (benchmarks/calibration.md: leave one
+GPU out, calibrating Tesla P4 to its kernels made its end-to-end forecasts 22 points worse). Given end-to-end
+runs measured on the GPU (``model_runs``, label files laid out like ``data/neusight/labels``), the set must also
+make their forecasts better than spec-only by ``gate.model_run_margin_pct`` points of mean APE, else it is
+refused with the figures; without them it is stored and tagged ``tilecast.model_runs=unchecked``.
 """
 
 from __future__ import annotations
@@ -22,15 +28,18 @@ import numpy as np
 import pandas as pd
 
 from tilecast.data.schema import kernel_dims
+from tilecast.evaluation.calibration import RUN_MARGIN_PCT, corrected
+from tilecast.evaluation.suite import forecast_labels
 from tilecast.metrics import ape_pct
 from tilecast.predictors.calibration import Calibration, fit_calibration, loo_mape_pct
 from tilecast.registry.calibrations import CalibrationSet, FamilyCalibration, save_calibration
+from tilecast.registry.forecaster import as_family_predictor
 from tilecast.registry.kernel_forecast import load_registry_predictor
 from tilecast.registry.lineage import frame_hash, log_lineage
 from tilecast.registry.models import DEFAULT_ALIAS
 from tilecast.registry.tracking import ensure_experiment
 from tilecast.specs import GpuSpec, get_gpu
-from tilecast.tiles.ops import row_families
+from tilecast.tiles.ops import FP32_FAMILIES, row_families
 from tilecast.tiles.roofline import roofline_ms
 
 log = logging.getLogger("tilecast.calibrate")
@@ -56,6 +65,7 @@ class CalibrationGate:
     max_latency_ms: float = 600_000.0  # a measured kernel above this (10 min) is a mistake
     max_roofline_ratio: float = 1e4  # ... as is one this many times slower than its roofline (launch included)
     max_folds: int = 20  # leave-one-shape-out beyond this many shapes: that many folds
+    model_run_margin_pct: float = RUN_MARGIN_PCT  # points of end-to-end mean APE the set must win by on model runs
 
     def __post_init__(self) -> None:
         if self.min_distinct_rows < 2:
@@ -66,6 +76,9 @@ class CalibrationGate:
                 raise ValueError(f"gate.{name} must be > 0, got {getattr(self, name)!r}")
         if self.max_folds < 2:
             raise ValueError(f"gate.max_folds must be >= 2, got {self.max_folds!r}")
+        if not (np.isfinite(self.model_run_margin_pct) and self.model_run_margin_pct >= 0):
+            raise ValueError(f"gate.model_run_margin_pct must be a number of points >= 0, got "
+                             f"{self.model_run_margin_pct!r}")
 
 
 def measured_dims(family: str) -> tuple[str, ...]:
@@ -192,12 +205,44 @@ def _fit_family(fam: str, part: pd.DataFrame, predictor, gpu: GpuSpec, gate: Cal
     return _Fitted(fam, part, cal, metrics, problems)
 
 
+def check_model_runs(gpu: GpuSpec, runs: pd.DataFrame, fitted: list[_Fitted], alias: str,
+                     gate: CalibrationGate, source: str = "") -> dict[str, float]:
+    """Forecast ``runs`` (end-to-end labels, :mod:`tilecast.evaluation.labels`) on ``gpu`` spec-only and with the
+    ``fitted`` corrections; :class:`CalibrationRefused` unless the corrected mean APE beats spec-only by
+    ``gate.model_run_margin_pct`` points. Returns the figures (metrics of the calibration run)."""
+    mine = runs.loc[runs["gpu"] == gpu.key] if "gpu" in runs else runs.iloc[:0]
+    if mine.empty:
+        found = ", ".join(sorted(map(str, pd.unique(runs["gpu"])))) if "gpu" in runs and len(runs) else "none"
+        raise ValueError(f"model_runs {source}: no end-to-end label of {gpu.key} (labels found for: {found})")
+    base = load_registry_predictor(alias, FP32_FAMILIES, calibrate=False)  # the labels are fp32
+    predictors = {f: lp.predictor for f, lp in base.loaded.items()}
+    corrections = {f.family: f.calibration for f in fitted if f.calibration is not None}
+    table = forecast_labels(mine, as_family_predictor(predictors),
+                            calibrated=lambda g: corrected(predictors, corrections))
+    ok = table["pred_ms"].notna()
+    if not ok.any():
+        raise ValueError(f"model_runs {source}: none of the {len(mine)} labels of {gpu.key} could be forecast: "
+                         f"{table['error'].iloc[0]}")
+    spec, cal = float(table.loc[ok, "ape_pct"].mean()), float(table.loc[ok, "ape_cal_pct"].mean())
+    if not cal <= spec - gate.model_run_margin_pct:
+        where = f" from {source}" if source else ""
+        raise CalibrationRefused(
+            f"calibration of {gpu.key} refused, nothing stored: its kernel measurements disagree with its "
+            f"{int(ok.sum())} model runs{where}: calibrated to the kernels, the runs are forecast {cal:.1f}% off "
+            f"against {spec:.1f}% spec-only (the set must win by gate.model_run_margin_pct="
+            f"{gate.model_run_margin_pct:g} points)")
+    return {"model_runs.labels": float(ok.sum()), "model_runs.spec_only_mape_pct": spec,
+            "model_runs.calibrated_mape_pct": cal}
+
+
 def calibrate_gpu(gpu: GpuSpec, measurements: pd.DataFrame, alias: str = DEFAULT_ALIAS,
                   experiment: str = "tilecast-calibration", config_yaml: str | None = None,
-                  source: str = "", gate: CalibrationGate | None = None) -> CalibrationSet:
-    """Fit one correction per family on ``gpu``; when every one passes ``gate``, log a run and register a new
-    calibration version (``@current``). A bad row or a failed gate raises (ValueError /
-    :class:`CalibrationRefused`) before anything is logged or stored."""
+                  source: str = "", gate: CalibrationGate | None = None,
+                  model_runs: pd.DataFrame | None = None, runs_source: str = "") -> CalibrationSet:
+    """Fit one correction per family on ``gpu``; when every one passes ``gate`` (and, given ``model_runs``, the set
+    improves their end-to-end forecasts: :func:`check_model_runs`), log a run and register a new calibration
+    version (``@current``). A bad row or a failed gate raises (ValueError / :class:`CalibrationRefused`) before
+    anything is logged or stored."""
     gate = gate or CalibrationGate()
     rows = check_measurements(measurements, gpu, source, gate)
     families = row_families(rows)
@@ -216,12 +261,25 @@ def calibrate_gpu(gpu: GpuSpec, measurements: pd.DataFrame, alias: str = DEFAULT
     if problems:
         where = f" from {source}" if source else ""
         raise CalibrationRefused(f"calibration of {gpu.key}{where} refused, nothing stored: {'; '.join(problems)}")
+    if model_runs is not None:
+        run_metrics = check_model_runs(gpu, model_runs, fitted, alias, gate, runs_source)
+        log.info("model runs of %s: %.1f%% calibrated against %.1f%% spec-only", gpu.key,
+                 run_metrics["model_runs.calibrated_mape_pct"], run_metrics["model_runs.spec_only_mape_pct"])
+    else:
+        run_metrics = {}
+        log.warning("calibration of %s not checked against its model runs (model_runs=<label dir>): kernel "
+                    "microbenchmarks can disagree with the same kernels inside models (benchmarks/calibration.md)",
+                    gpu.key)
     out: dict[str, FamilyCalibration] = {}
     with mlflow.start_run(experiment_id=ensure_experiment(experiment), run_name=f"calibrate-{gpu.key}"):
         log_lineage(config_yaml, job="calibrate", gpu=gpu.key, measurements_hash=frame_hash(rows), source=source)
         mlflow.log_params({"gpu": gpu.key, "alias": alias, "rows": len(rows), "unknown_rows": int(unknown.sum()),
                            "gate.min_distinct_rows": gate.min_distinct_rows,
                            **{f"base.{f}": f"{lp.version.name} v{lp.version.version}" for f, lp in rp.loaded.items()}})
+        mlflow.set_tag("tilecast.model_runs", "checked" if run_metrics else "unchecked")
+        if run_metrics:
+            mlflow.log_metrics(run_metrics)
+            mlflow.log_param("model_runs", runs_source or "in memory")
         for f in fitted:
             lp = rp.loaded[f.family]
             metrics = {k: v for k, v in f.metrics.items() if k not in ("rows",)}
