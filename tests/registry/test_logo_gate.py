@@ -54,6 +54,18 @@ def test_logo_over_other_gpus_is_said():
     assert ok and "over other left-out GPUs: a,b vs a,b,c" in text
 
 
+def test_versions_with_other_left_out_gpus_are_compared_over_the_ones_they_share():
+    # the challenger also left out a new GPU (its rows were added to training) on which it does badly: judged
+    # over the GPUs both left out it is better, and the line says over which
+    new = LogoFigure(30.0, 60.0, "mi100", ("a", "b", "mi100"), {"a": 10.0, "b": 20.0, "mi100": 60.0})
+    old = LogoFigure(20.0, 25.0, "b", ("a", "b"), {"a": 15.0, "b": 25.0})
+    ok, text = gate(new, old)
+    assert ok and "mean 15.00% vs champion 20.00%, worst 20.00% (b) vs 25.00% (b)" in text
+    assert "over the left-out GPUs both have: a,b" in text
+    worse = LogoFigure(30.0, 60.0, "mi100", ("a", "b", "mi100"), {"a": 17.0, "b": 30.0, "mi100": 60.0})
+    assert not gate(worse, old)[0]
+
+
 def test_a_challenger_without_logo_is_refused_unless_not_required():
     ok, text = gate(None, LogoFigure(20.0, 30.0))
     assert not ok and f"`python jobs/train.py families=[{FAM}] logo=true`" in text and "require_logo=false" in text
@@ -107,7 +119,7 @@ def test_train_job_logs_logo_on_the_versions_run(module_store):
     assert len([k for k in got if k.startswith("logo_mape_pct.")]) == len(want.mape_pct) >= 2
     assert run.data.tags["tilecast.logo_worst_gpu"] == want.worst_gpu
     assert promotion.logo_figure(FAM, version) == LogoFigure(want.mean_pct, want.worst_pct, want.worst_gpu,
-                                                             tuple(want.mape_pct))
+                                                             tuple(want.mape_pct), pytest.approx(want.mape_pct))
     # without logo=true (the default) there is none
     trained([FAM])
     assert "logo_mape_pct" not in _run_of(alias_versions("challenger", [FAM])[FAM]).data.metrics

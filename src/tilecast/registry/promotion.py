@@ -94,9 +94,16 @@ class LogoFigure:
     worst_pct: float
     worst_gpu: str = "?"
     gpus: tuple[str, ...] = ()  # the left-out GPUs (empty: not recorded)
+    per_gpu: Mapping[str, float] = field(default_factory=dict)  # left-out GPU -> its MAPE, where logged
 
     def describe(self) -> str:
         return f"mean {self.mean_pct:.2f}%, worst {self.worst_pct:.2f}% ({self.worst_gpu})"
+
+    def over(self, gpus: Iterable[str]) -> LogoFigure:
+        """The figure over the left-out GPUs ``gpus`` only (from the per-GPU figures)."""
+        part = {g: self.per_gpu[g] for g in gpus}
+        worst = max(part, key=part.get)
+        return LogoFigure(float(np.mean(list(part.values()))), part[worst], worst, tuple(sorted(part)), part)
 
 
 @dataclass
@@ -183,8 +190,10 @@ def logo_figure(family: str, version: str) -> LogoFigure | None:
         return None
     tags = run.data.tags
     gpus = tuple(g for g in tags.get("tilecast.logo_gpus", "").split(",") if g)
+    per_gpu = {k.removeprefix("logo_mape_pct."): float(v) for k, v in metrics.items()
+               if k.startswith("logo_mape_pct.")}
     return LogoFigure(float(metrics["logo_mape_pct"]), float(metrics["logo_worst_mape_pct"]),
-                      tags.get("tilecast.logo_worst_gpu", "?"), gpus)
+                      tags.get("tilecast.logo_worst_gpu", "?"), gpus, per_gpu)
 
 
 def kernel_mape(predictor, rows: pd.DataFrame) -> float:
@@ -267,16 +276,22 @@ def decide(current: SuiteScore | None, candidate: SuiteScore, families: Iterable
 
 
 def _logo_gate(family: str, new: LogoFigure, old: LogoFigure, policy: PromotionPolicy) -> tuple[bool, str]:
-    """The LOGO gate of one family: (passed?, reason line)."""
+    """The LOGO gate of one family: (passed?, reason line). When the two versions' folds left out other GPUs
+    (trained on other rows), both are compared over the GPUs they share, which the line says."""
+    note = ""
+    common = sorted(set(new.per_gpu) & set(old.per_gpu))
+    if set(new.per_gpu) != set(old.per_gpu) and common:
+        note = f" (over the left-out GPUs both have: {','.join(common)})"
+        new, old = new.over(common), old.over(common)
+    elif new.gpus and old.gpus and set(new.gpus) != set(old.gpus):
+        note = f" (over other left-out GPUs: {','.join(new.gpus)} vs {','.join(old.gpus)})"
     worse = []
     if new.mean_pct > old.mean_pct + policy.logo_tolerance_pct:
         worse.append(f"mean worse by more than {policy.logo_tolerance_pct:g} points")
     if new.worst_pct > old.worst_pct + policy.logo_worst_tolerance_pct:
         worse.append(f"worst GPU worse by more than {policy.logo_worst_tolerance_pct:g} points")
     line = (f"{family}: leave-one-GPU-out MAPE mean {new.mean_pct:.2f}% vs champion {old.mean_pct:.2f}%, worst "
-            f"{new.worst_pct:.2f}% ({new.worst_gpu}) vs {old.worst_pct:.2f}% ({old.worst_gpu})")
-    if new.gpus and old.gpus and set(new.gpus) != set(old.gpus):  # e.g. trained on other max_rows: say so
-        line += f" (over other left-out GPUs: {','.join(new.gpus)} vs {','.join(old.gpus)})"
+            f"{new.worst_pct:.2f}% ({new.worst_gpu}) vs {old.worst_pct:.2f}% ({old.worst_gpu}){note}")
     return not worse, line + (f" ({'; '.join(worse)})" if worse else "")
 
 
