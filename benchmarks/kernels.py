@@ -3,7 +3,8 @@
     python benchmarks/kernels.py            # -> benchmarks/kernels.md (about 15 minutes on 2 cores)
     python benchmarks/kernels.py --quick    # smaller fits, a smoke run
 
-Predictors are fit on the five training GPUs only (train rows + test-shape rows of those GPUs).
+Predictors are fit on the five NVIDIA training GPUs only (train rows + test-shape rows of those GPUs;
+``training_rows(family, amd=False)``: the registered predictors also train on NeuSight's MI100 / MI210 rows).
 Unseen GPUs (L4, A100-80GB) are evaluation only. Model choices are judged leave-one-training-GPU-
 out: fit on four training GPUs, test on the test-shape rows of the fifth.
 """
@@ -228,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     t_start = time.perf_counter()
     unseen, train_gpus, logo, tiles, fit_s, fitted_all = [], [], [], [], [], {}
     for family in args.families:
-        train = training_rows(family)
+        train = training_rows(family, amd=False)  # the published setup: the five NVIDIA training GPUs only
         fitted, secs = fit_family(family, train, params)
         fitted_all[family] = fitted
         fit_s.append({"family": family, "rows": len(train), **secs})

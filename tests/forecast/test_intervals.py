@@ -15,6 +15,7 @@ from tilecast.forecast import intervals as iv
 from tilecast.forecast import roofline_predictor
 from tilecast.paths import AICONFIGURATOR_DIR, NEUSIGHT_AMD_DIR, NEUSIGHT_DIR, ROOT, VIDUR_DIR
 from tilecast.predictors import TRAINING_GPUS
+from tilecast.predictors.rows import AMD_TRAINING_GPUS, FP32_TRAINING_GPUS
 from tilecast.specs import get_gpu
 from tilecast.tiles.ops import FP32_FAMILIES
 
@@ -69,6 +70,75 @@ def test_a_far_gpu_never_gets_a_tighter_interval_and_the_note_says_why() -> None
     assert "another vendor" in amd[2] and "amd GPU" in amd[2]
 
 
+def _amd_trained(table: iv.IntervalTable, with_few: bool = True) -> iv.IntervalTable:
+    """``table`` as once AMD rows are trained on: MI100 / MI210 among the training GPUs, and a ``few_of_vendor``
+    stratum from (synthetic) leave-one-AMD-out residuals, wider than the NVIDIA ones."""
+    rng = np.random.default_rng(2)
+    loao = (np.concatenate([rng.normal(-0.3, 0.4, 200), rng.normal(0.2, 0.3, 100)]),
+            np.array(["mi100"] * 200 + ["mi210"] * 100))
+    gpus = [*TRAINING_GPUS, *AMD_TRAINING_GPUS]
+    trained = {"vendors": ["amd", "nvidia"], "architectures": sorted({get_gpu(x).architecture for x in gpus}),
+               "gpus": sorted(gpus)}
+    kernel = {f: {"fp32": {**s["fp32"], **({"few_of_vendor": iv.stratum_table(*loao)} if with_few else {})}}
+              for f, s in table.kernel.items()}
+    return iv.IntervalTable(kernel, table.e2e, {f: trained for f in table.training}, table.meta)
+
+
+@pytest.mark.parametrize("gpu", ["mi300x", "mi250x", "mi250", "mi210"])
+def test_an_amd_target_once_amd_is_trained_on_gets_the_leave_one_amd_out_stratum(gpu: str) -> None:
+    table = _amd_trained(_table())
+    records = table.kernel["bmm"]["fp32"]
+    lo, hi, note = iv.kernel_interval("bmm", gpu, "fp32", 10.0, 0.8, table)
+    q_lo, q_hi = iv._q(records["few_of_vendor"], 0.8)
+    assert lo <= 10.0 * np.exp(q_lo) + 1e-12 and hi >= 10.0 * np.exp(q_hi) - 1e-12
+    near = iv.kernel_interval("bmm", "a100_pcie_80gb", "fp32", 10.0, 0.8, table)
+    assert lo <= near[0] and hi >= near[1]  # never the tighter NVIDIA quantiles
+    assert iv.kernel_log_q("bmm", get_gpu(gpu), "fp32", 0.8, table)[2] == "few_of_vendor"
+    assert "few GPUs of its vendor" in note and "1 other AMD GPU measured" in note and "another vendor" not in note
+    assert ("cdna3" in note) == (gpu == "mi300x")  # MI300X's architecture is new to the training GPUs too
+    e_lo, e_hi, e_note = iv.e2e_interval("inference", gpu, "fp32", 10.0, 0.8, table)
+    n_lo, n_hi, _ = iv.e2e_interval("inference", "a100_pcie_80gb", "fp32", 10.0, 0.8, table)
+    assert e_lo <= n_lo and e_hi >= n_hi and "1 other AMD GPU measured" in e_note
+
+
+def test_an_nvidia_target_is_unchanged_by_training_on_amd() -> None:
+    before, after = _table(), _amd_trained(_table())
+    for gpu in ("a100_pcie_80gb", "l4", "h100_sxm_80gb", "tesla_t4"):
+        for f in FP32_FAMILIES:
+            assert iv.kernel_interval(f, gpu, "fp32", 3.0, 0.8, before) == iv.kernel_interval(f, gpu, "fp32", 3.0,
+                                                                                             0.8, after)
+        for mode in ("inference", "training"):
+            assert iv.e2e_interval(mode, gpu, "fp32", 3.0, 0.9, before) == iv.e2e_interval(mode, gpu, "fp32", 3.0,
+                                                                                          0.9, after)
+
+
+def test_a_family_trained_on_few_gpus_of_one_vendor_keeps_its_own_strata() -> None:
+    """vec_half trains on two NVIDIA GPUs only: its leave-one-GPU-out strata are those GPUs', no vendor is few
+    beside another, so an NVIDIA target stays near / new_architecture."""
+    two = {"vendors": ["nvidia"], "architectures": ["ampere"], "gpus": ["a100_sxm4_80gb", "a40"]}
+    assert iv.gpu_stratum(get_gpu("a100_pcie_80gb"), two) == ("near", "")
+    assert iv.gpu_stratum(get_gpu("h100_sxm_80gb"), two)[0] == "new_architecture"
+    assert iv.gpu_stratum(get_gpu("mi210"), two)[0] == "other_vendor"
+
+
+def test_few_of_vendor_without_its_residuals_is_never_answered_by_the_other_vendors_alone() -> None:
+    table = _amd_trained(_table(), with_few=False)
+    lo, hi, note = iv.kernel_interval("softmax", "mi250x", "fp32", 1.0, 0.8, table)
+    ov = iv._q(table.kernel["softmax"]["fp32"]["other_vendor"], 0.8)
+    assert lo <= np.exp(ov[0]) + 1e-12 and hi >= np.exp(ov[1]) - 1e-12 and "never saw it" in note
+    bare = iv.IntervalTable({f: {"fp32": {k: v for k, v in s["fp32"].items() if k != "other_vendor"}}
+                             for f, s in table.kernel.items()}, table.e2e, table.training, table.meta)
+    lo, hi, note = iv.kernel_interval("softmax", "mi250x", "fp32", 1.0, 0.8, bare)
+    assert hi / lo >= 9.0 - 1e-9 and "no measurement of that vendor" in note
+
+
+def test_leave_one_amd_out_coverage_judges_each_amd_gpu_on_the_other() -> None:
+    r, g = _synthetic()
+    fv = (np.zeros(20), np.array(["mi100"] * 10 + ["mi210"] * 10))
+    cov = iv.coverage(r, g, 0.8, None, None, fv)
+    assert cov["mi100"] == cov["mi210"] == 1.0 and set(POOL) <= set(cov)
+
+
 def test_another_vendor_without_data_is_answered_wide_never_tight() -> None:
     table = _table()
     no_amd = iv.IntervalTable({f: {"fp32": {k: v for k, v in s["fp32"].items() if k != "other_vendor"}}
@@ -101,6 +171,9 @@ def test_shipped_quantiles_cover_every_family_and_match_the_data_they_came_from(
     assert table.meta["e2e_method"] in ("e2e", "mix", "wider")
     hashes = {d.name: data_hash(d) for d in (NEUSIGHT_DIR, NEUSIGHT_AMD_DIR, AICONFIGURATOR_DIR, VIDUR_DIR)}
     assert table.meta["inputs_sha256"] == hashes, "data changed: rerun python benchmarks/generalisation.py"
+    for f in FP32_FAMILIES:  # the strata are judged against what the registered fp32 predictors train on
+        assert table.training[f]["gpus"] == sorted(FP32_TRAINING_GPUS), "rerun python benchmarks/generalisation.py"
+        assert {"near", "new_architecture", "few_of_vendor", "other_vendor"} <= set(table.kernel[f]["fp32"])
     lo, hi, note = iv.forecast_interval("inference", "l4", "fp32", 100.0)
     assert lo < 100.0 < hi and "80% interval" in note
 
@@ -130,6 +203,7 @@ def test_predict_job_writes_the_interval_and_refuses_a_bad_level(tmp_path) -> No
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads(out.read_text())
     assert record["pred_lo_ms"] < record["e2e_ms"] < record["pred_hi_ms"] and record["interval_level"] == 0.95
-    assert "another vendor" in record["interval_note"] and "95% interval" in proc.stdout
+    assert "few GPUs of its vendor" in record["interval_note"] and "95% interval" in proc.stdout
+    assert "1 other AMD GPU measured" in record["interval_note"]
     bad = _predict(tmp_path, "gpu=l4", "interval_level=1.5")
     assert bad.returncode == 2 and "error: interval_level=1.5" in bad.stderr

@@ -39,7 +39,8 @@ def test_training_rows_never_hold_unseen_gpus():
     unseen = set(device_names(UNSEEN_GPUS))
     rows = training_rows("softmax")
     assert not set(rows["Device"]) & unseen
-    assert set(rows["Source"]) == {"train", "test"} and len(set(rows["Device"])) == 5
+    assert set(rows["Source"]) == {"train", "test"} and len(set(rows["Device"])) == 7  # 5 NVIDIA + MI100, MI210
+    assert len(set(training_rows("softmax", amd=False)["Device"])) == 5
     with pytest.raises(ValueError, match="refusing to train on unseen GPU rows"):
         training_rows("softmax", gpus=["tesla_t4", "l4"])
 

@@ -24,6 +24,7 @@ from tests.registry.helpers import job_main as _job
 from tilecast.data import load_kernels
 from tilecast.paths import ROOT
 from tilecast.predictors import PREDICTORS
+from tilecast.predictors.rows import AMD_TRAINING_GPUS
 from tilecast.registry import (
     RegistryError,
     alias_history,
@@ -103,7 +104,7 @@ def test_training_run_is_traceable(sqlite_store, trained):
     tags, metrics, params = run.data.tags, run.data.metrics, run.data.params
     assert tags["tilecast.git_commit"] and tags["tilecast.data_hash"] and tags["tilecast.train_rows_hash"]
     assert params["predictor"] == "xgboost" and params["family"] == FAMILY and int(params["train_rows"]) < 400
-    train_gpus = {get_gpu(d).key for d in load_kernels("train", "bmm")["Device"].unique()}
+    train_gpus = {get_gpu(d).key for d in load_kernels("train", "bmm")["Device"].unique()} | set(AMD_TRAINING_GPUS)
     assert {k.split(".", 1)[1] for k in metrics if k.startswith("val_mape_pct.")} == train_gpus
     assert {"unseen_mape_pct.l4", "unseen_mape_pct.a100_pcie_80gb", "unseen_mape_pct", "fit_s"} <= set(metrics)
     assert all(np.isfinite(v) and v >= 0 for v in metrics.values())

@@ -10,11 +10,16 @@ module turns them into quantiles and the quantiles into intervals ``[pred x exp(
   probabilities (:data:`PROBS`), so any level in [0.5, 0.99] is read by linear interpolation.
 - **Strata: how far the GPU is from the training GPUs.** ``near``: every left-out GPU; ``new_architecture``:
   only the folds whose left-out GPU's architecture no other GPU of the fold had (T4, V100, L4 for the fp32
-  families); ``other_vendor``: the fp32 predictors fit on every public NVIDIA GPU forecasting NeuSight's AMD
-  kernels (MI100, MI210). A GPU whose vendor no training GPU of the family has gets ``other_vendor``, an
-  architecture no training GPU has ``new_architecture``, anything else ``near``. A far stratum never gives a
-  tighter interval than a nearer one (its quantiles are the wider of both). Each interval comes with a note
-  naming why it is as wide as it is.
+  families); ``few_of_vendor``: leave-one-GPU-out over a vendor the family trains on with fewer than
+  :data:`FEW_OF_VENDOR` GPUs (the fp32 families' MI100 and MI210: each forecast by predictors fit on the NVIDIA
+  GPUs and the other AMD GPU, ``leave-one-AMD-out``); ``other_vendor``: the fp32 predictors fit on every public
+  NVIDIA GPU forecasting NeuSight's AMD kernels (MI100, MI210), the estimate for a vendor no training GPU has.
+  A GPU whose vendor no training GPU of the family has gets ``other_vendor``; one of a vendor with fewer than
+  :data:`FEW_OF_VENDOR` training GPUs beside another vendor's ``few_of_vendor`` (its architecture new or not:
+  the stratum's folds had a new architecture each, MI100 cdna1 / MI210 cdna2); an architecture no training
+  GPU has ``new_architecture``; anything else ``near``. A far stratum never gives a tighter interval than a nearer one
+  (its quantiles are the wider of both); a vendor stratum without residuals is never answered by the nearer
+  (other vendor's) strata alone. Each interval comes with a note naming why it is as wide as it is.
 - **Precision families** (``tc_gemm``, attention, ``vec_half``): one set of strata per dtype, from the
   leave-one-GPU-out of ``benchmarks/precision.py``'s families. A dtype the family has no residuals for (no
   data) gets :data:`NO_DATA_LOG_Q` (a factor of 3 either way at 80%) and says so.
@@ -23,7 +28,9 @@ module turns them into quantiles and the quantiles into intervals ``[pred x exp(
   forecasts), the comonotone op mix (every kernel group of the forecast at its family's quantile at once:
   a GPU's kernel errors are strongly correlated, one efficiency per family, so independent per-op intervals
   would be too tight), or the wider of both. A far GPU or a dtype below fp32 (the labels are fp32) always
-  folds in the op mix.
+  folds in the op mix. No label measures an AMD GPU end to end: a ``few_of_vendor`` GPU takes the op mix of
+  its (leave-one-AMD-out) kernel intervals, never tighter than the ``new_architecture`` end-to-end residuals;
+  an ``other_vendor`` one the wide no-data interval beside its op mix.
 - **Few GPUs**: a GPU's rows share one error, so the level is raised by split conformal's ``(1 + 1/n)``
   over the ``n`` calibrating GPUs, in proportion to the share of the variance between GPUs
   (:func:`conformal_level`).
@@ -55,7 +62,12 @@ INTERVALS_FILE = DATA_DIR / "intervals" / "intervals.json"
 FORMAT_VERSION = 1
 #: probabilities the residual quantiles are stored at: 0.005, 0.015, ..., 0.995 (levels 0.5-0.99 interpolate)
 PROBS = tuple(round(0.005 + 0.01 * i, 3) for i in range(100))
-STRATA = ("near", "new_architecture", "other_vendor")
+STRATA = ("near", "new_architecture", "few_of_vendor", "other_vendor")
+#: a vendor with fewer training GPUs than this (of a family that also trains on another vendor's GPUs) is
+#: ``few_of_vendor``: its GPUs are judged by the leave-one-out residuals of that vendor's training GPUs, not the
+#: other vendor's ``near`` ones
+FEW_OF_VENDOR = 3
+_VENDOR_NAMES = {"amd": "AMD", "nvidia": "NVIDIA", "intel": "Intel"}
 #: log-quantiles for a family x dtype without residuals (no data): a factor of 3 at 80%, widened with the
 #: level like a normal's quantile
 NO_DATA_LOG_Q = math.log(3.0)
@@ -96,16 +108,21 @@ def is_new_architecture(gpus: Iterable[str]) -> dict[str, bool]:
 
 
 def calibrate(residuals: np.ndarray, gpus: np.ndarray, other_vendor: tuple[np.ndarray, np.ndarray] | None = None,
-              pool: Iterable[str] | None = None) -> dict[str, Any]:
+              pool: Iterable[str] | None = None,
+              few_of_vendor: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
     """Strata of one family (x dtype) from leave-one-GPU-out residuals (``gpus``: each row's left-out GPU key)
-    and, optionally, residuals on another vendor's GPUs (``(residuals, gpus)``). ``pool``: the GPUs the folds
-    were fit from (default: those of ``gpus``), which decides whose architecture was new to its fold."""
+    and, optionally, residuals on another vendor's GPUs (``(residuals, gpus)``) by predictors that never saw
+    that vendor (``other_vendor``) and by predictors fit with that vendor's other GPUs (``few_of_vendor``:
+    leave-one-out over a vendor of few training GPUs). ``pool``: the GPUs the folds were fit from (default:
+    those of ``gpus``), which decides whose architecture was new to its fold."""
     r, g = np.asarray(residuals, float), np.asarray(gpus).astype(str)
     out = {"near": stratum_table(r, g)}
     new = is_new_architecture(sorted(set(g.tolist()) | set(pool or ())))
     mask = np.array([new[x] for x in g])
     if mask.any():
         out["new_architecture"] = stratum_table(r[mask], g[mask])
+    if few_of_vendor is not None and len(few_of_vendor[0]):
+        out["few_of_vendor"] = stratum_table(*few_of_vendor)
     if other_vendor is not None and len(other_vendor[0]):
         out["other_vendor"] = stratum_table(*other_vendor)
     return out
@@ -114,7 +131,8 @@ def calibrate(residuals: np.ndarray, gpus: np.ndarray, other_vendor: tuple[np.nd
 @dataclass(frozen=True)
 class IntervalTable:
     """The stored quantiles: ``kernel[family][dtype][stratum]`` and ``e2e[mode][stratum]``, plus what each
-    family was trained on (``training[family] = {"architectures", "vendors"}``)."""
+    family was trained on (``training[family] = {"architectures", "vendors", "gpus"}``; ``gpus``, the catalog
+    keys, decides which vendors have few training GPUs)."""
 
     kernel: Mapping[str, Mapping[str, Mapping[str, Any]]]
     e2e: Mapping[str, Mapping[str, Any]]
@@ -194,24 +212,41 @@ def gpu_stratum(gpu: GpuSpec, trained: Mapping[str, Iterable[str]]) -> tuple[str
     vendors, archs = set(trained.get("vendors", ())), set(trained.get("architectures", ()))
     if gpu.vendor not in vendors:
         return "other_vendor", f"{gpu.vendor} GPU: the predictors trained on {', '.join(sorted(vendors))} GPUs only"
-    if gpu.architecture not in archs:
-        return "new_architecture", (f"architecture {gpu.architecture} is not among the training GPUs' "
-                                    f"({', '.join(sorted(archs))})")
+    gpus = list(trained.get("gpus", ()))
+    same = sorted(g for g in gpus if get_gpu(g).vendor == gpu.vendor)
+    shown = sorted({get_gpu(g).architecture for g in same}) if same else sorted(archs)  # its vendor's
+    new_arch = (f"architecture {gpu.architecture} is not among the training GPUs' ({', '.join(shown)})"
+                if gpu.architecture not in archs else "")
+    # few of its vendor beside another vendor's (fp32: 2 AMD beside 5 NVIDIA); a family trained on one vendor's
+    # few GPUs (vec_half: two NVIDIA) has its leave-one-GPU-out strata for them already
+    if same and len(same) < FEW_OF_VENDOR and len(same) < len(gpus):
+        name = _VENDOR_NAMES.get(gpu.vendor, gpu.vendor)
+        others = max(len(same) - 1, 0)  # what each leave-one-out fold of that vendor was fit with
+        why = (f"{len(same)} {name} training GPU{'s' if len(same) != 1 else ''} ({', '.join(same)}): quantiles "
+               f"from leaving each out, {others} other {name} GPU{'s' if others != 1 else ''} measured")
+        return "few_of_vendor", "; ".join(x for x in (why, new_arch) if x)
+    if new_arch:
+        return "new_architecture", new_arch
     return "near", ""
 
 
-def _widest(records: Mapping[str, Any], stratum: str, level: float) -> tuple[float, float, str]:
+def _widest(records: Mapping[str, Any], stratum: str, level: float, what: str = "measurement"
+            ) -> tuple[float, float, str]:
     """The quantiles of ``stratum``, never tighter than a nearer stratum's; falls back to the nearest one
-    present (saying so)."""
+    present (saying so), except for a vendor stratum (``what``: the residuals' kind, for the note)."""
     lo, hi, note = 0.0, 0.0, ""
     for s in STRATA[:STRATA.index(stratum) + 1]:
         if s in records:
             a, b = _q(records[s], level)
             lo, hi = min(lo, a), max(hi, b)
-        elif s == stratum == "other_vendor":  # nothing measured on that vendor: never a tight interval
+        elif s == stratum == "few_of_vendor" and "other_vendor" in records:  # never the other vendor's alone
+            a, b = _q(records["other_vendor"], level)
+            lo, hi = min(lo, a), max(hi, b)
+            note = "no leave-one-out residuals of that vendor: its residuals by predictors that never saw it used"
+        elif s == stratum in ("few_of_vendor", "other_vendor"):  # nothing measured on that vendor: never tight
             a, b = _no_data(level)
             lo, hi = min(lo, a), max(hi, b)
-            note = "no measurement of that vendor: the wide no-data interval"
+            note = f"no {what} of that vendor: the wide no-data interval"
         elif s == stratum:
             note = f"no {s.replace('_', ' ')} residuals: nearer stratum used"
     return lo, hi, note
@@ -303,8 +338,15 @@ def e2e_interval(mode: str, gpu: GpuSpec | str, dtype: str, pred_ms: Any, level:
     mix = {g: float(v) for g, v in (mix or {}).items() if v is not None and np.isfinite(v) and v > 0} or {dominant: 1}
     m_lo, m_hi, stratum, notes = mix_log_q(mix, gpu, dtype, level, table)
     records = table.e2e.get(key, {})
-    if records:
-        e_lo, e_hi, missing = _widest(records, stratum if stratum in STRATA else "other_vendor", level)
+    if records and stratum == "few_of_vendor" and stratum not in records:
+        # a vendor trained on with few GPUs and none of its end-to-end labels (AMD): its kernels are measured,
+        # so the op mix of their leave-one-out intervals carries it, never tighter than a new architecture's
+        e_lo, e_hi, _ = _widest(records, "new_architecture", level)
+        missing = (f"no {key} label of that vendor: the op mix of its kernel intervals, never tighter than the "
+                   "new-architecture end-to-end residuals")
+    elif records:
+        e_lo, e_hi, missing = _widest(records, stratum if stratum in STRATA else "other_vendor", level,
+                                      f"{key} label")
     else:
         (e_lo, e_hi), missing = _no_data(level), f"no {key} labels"
     far = stratum != "near" or dtype != "fp32"
@@ -348,16 +390,21 @@ def record_interval(record: Mapping[str, Any], gpu: GpuSpec | str, level: float 
 
 def _note(level: float, what: str, stratum: str, why: str) -> str:
     basis = {"near": "calibrated on left-out public GPUs", "new_architecture": "widened: new architecture",
+             "few_of_vendor": "widened: few GPUs of its vendor trained on",
              "other_vendor": "widened: another vendor", "no_data": "wide: no data"}[stratum]
     return "; ".join(x for x in (f"{100 * level:.0f}% interval from {what}, {basis}", why) if x)
 
 
 def coverage(residuals: np.ndarray, gpus: np.ndarray, level: float,
              other_vendor: tuple[np.ndarray, np.ndarray] | None = None,
-             pool: Iterable[str] | None = None) -> dict[str, float]:
+             pool: Iterable[str] | None = None,
+             few_of_vendor: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, float]:
     """Leave-one-GPU-out coverage of the conformal intervals: for each GPU, calibrate on every other GPU's
     residuals (its stratum as a fold without it sees it), and count the share of its residuals inside.
-    Other-vendor GPUs are judged on quantiles of the NVIDIA residuals plus the other other-vendor GPUs."""
+    Other-vendor GPUs are judged on quantiles of the NVIDIA residuals plus the other other-vendor GPUs; with
+    ``few_of_vendor`` (that vendor trained on: its leave-one-out residuals), each of its GPUs on the
+    ``few_of_vendor`` stratum calibrated on that vendor's other GPUs (and ``other_vendor``, if given, as a
+    fallback when it has none)."""
     r, g = np.asarray(residuals, float), np.asarray(gpus).astype(str)
     out = {}
     for gpu in sorted(set(g.tolist())):
@@ -375,6 +422,18 @@ def coverage(residuals: np.ndarray, gpus: np.ndarray, level: float,
             records = calibrate(r, g, (ov_r[others], ov_g[others]) if others.any() else None)
             lo, hi, _ = _widest(records, "other_vendor", level)
             mine = ov_r[~others]
+            out[gpu] = float(np.mean((mine >= lo) & (mine <= hi)))
+    if few_of_vendor is not None and len(few_of_vendor[0]):
+        fv_r, fv_g = np.asarray(few_of_vendor[0], float), np.asarray(few_of_vendor[1]).astype(str)
+        for gpu in sorted(set(fv_g.tolist())):
+            others = fv_g != gpu
+            ov = None
+            if other_vendor is not None:  # the fallback, without the GPU judged
+                keep = np.asarray(other_vendor[1]).astype(str) != gpu
+                ov = (np.asarray(other_vendor[0], float)[keep], np.asarray(other_vendor[1]).astype(str)[keep])
+            records = calibrate(r, g, ov, few_of_vendor=(fv_r[others], fv_g[others]))
+            lo, hi, _ = _widest(records, "few_of_vendor", level)
+            mine = fv_r[~others]
             out[gpu] = float(np.mean((mine >= lo) & (mine <= hi)))
     return out
 

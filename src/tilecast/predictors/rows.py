@@ -1,9 +1,12 @@
 """The kernel rows each family is trained and evaluated on (read through :mod:`tilecast.data`).
 
-fp32 families: training rows come from the five training GPUs only: the random shapes of
-``kernels/train`` plus the model-like shapes of ``kernels/test`` measured on those GPUs (``Source`` =
-``train`` or ``test``). ``kernels/train_processed`` is a subset of ``kernels/train`` (its large shapes)
-and adds nothing. No row of an unseen GPU is ever returned by :func:`training_rows`.
+fp32 families: training rows come from the five NVIDIA training GPUs (:data:`TRAINING_GPUS`): the random
+shapes of ``kernels/train`` plus the model-like shapes of ``kernels/test`` measured on those GPUs (``Source`` =
+``train`` or ``test``), and NeuSight's AMD rows of the MI100 and MI210 (:data:`AMD_TRAINING_GPUS`,
+:func:`amd_rows`, ``data/neusight_amd``), so the catalog's AMD forecasts rest on AMD measurements (issue 14.3;
+leave-one-GPU-out over the NVIDIA GPUs is unchanged by them within noise, ``benchmarks/generalisation.md``).
+``kernels/train_processed`` is a subset of ``kernels/train`` (its large shapes) and adds nothing. No row of an
+unseen GPU (:data:`UNSEEN_GPUS`) is ever returned by :func:`training_rows`, nor of an AMD GPU other than the two.
 
 Tensor-core families (``tc_gemm``, ``attn_prefill``, ``attn_decode``): AIConfigurator's bf16 / fp8
 GEMM and fused-attention tables of its six public GPUs (:func:`tensor_training_gpus`); the GPUs it
@@ -24,8 +27,12 @@ from tilecast.specs import get_gpu
 from tilecast.tiles.ops import FAMILIES, TENSOR_FAMILIES, row_families
 from tilecast.tiles.sources import kernel_rows
 
-#: catalog keys of the GPUs predictors are trained on
+#: catalog keys of the NVIDIA GPUs the fp32 predictors are trained on (NeuSight's kernel tables)
 TRAINING_GPUS = ("tesla_p4", "tesla_p100_pcie_16gb", "tesla_t4", "tesla_v100_pcie_32gb", "a100_pcie_40gb")
+#: catalog keys of the AMD GPUs the fp32 predictors are trained on too (NeuSight's public AMD rows)
+AMD_TRAINING_GPUS = ("mi100", "mi210")
+#: every GPU the registered fp32 predictors are trained on
+FP32_TRAINING_GPUS = (*TRAINING_GPUS, *AMD_TRAINING_GPUS)
 #: public GPUs never trained on (evaluation only)
 UNSEEN_GPUS = ("l4", "a100_pcie_80gb")
 
@@ -77,8 +84,10 @@ def tensor_training_gpus(family: str = "tc_gemm") -> tuple[str, ...]:
     return tuple(sorted(tensor_rows(family)["Device"].astype(str).unique()))
 
 
-def training_rows(family: str, gpus: Iterable[str] = TRAINING_GPUS) -> pd.DataFrame:
-    """Rows ``family`` is trained on: train + test tables of ``gpus`` (never an unseen GPU).
+def training_rows(family: str, gpus: Iterable[str] = TRAINING_GPUS, amd: bool = True) -> pd.DataFrame:
+    """Rows ``family`` is trained on: train + test tables of ``gpus`` (never an unseen GPU) and, for an fp32
+    family with ``amd`` (the default), the AMD rows of :data:`AMD_TRAINING_GPUS` (:func:`amd_rows`);
+    ``amd=False`` is the NVIDIA-only pool (``benchmarks/kernels.py``'s published setup).
 
     A ``Source`` column says which table each row comes from. Rows with a non-positive latency are
     dropped.
@@ -93,7 +102,12 @@ def training_rows(family: str, gpus: Iterable[str] = TRAINING_GPUS) -> pd.DataFr
     unseen = set(device_names(UNSEEN_GPUS)) & set(devices)
     if unseen:
         raise ValueError(f"refusing to train on unseen GPU rows: {', '.join(sorted(unseen))}")
-    return _fp32_rows(family, devices)
+    rows = _fp32_rows(family, devices)
+    if not amd:
+        return rows
+    extra = amd_rows(family)
+    extra = extra.loc[extra["Device"].isin(device_names(AMD_TRAINING_GPUS)).to_numpy()]
+    return pd.concat([rows, extra], ignore_index=True, sort=False)
 
 
 def _fp32_rows(family: str, devices: Iterable[str] | None) -> pd.DataFrame:
@@ -129,7 +143,7 @@ def logo_rows(family: str) -> pd.DataFrame:
 
 def amd_rows(family: str) -> pd.DataFrame:
     """NeuSight's AMD rows of an fp32 family (``data/neusight_amd``: MI100, MI210; bmm / linear are the
-    model-shaped ``test`` rows, vector ops the ``train`` rows); never part of :func:`training_rows`."""
+    model-shaped ``test`` rows, vector ops the ``train`` rows); part of :func:`training_rows` (``amd=True``)."""
     from tilecast.data import load_amd_kernels
 
     _check_family(family)

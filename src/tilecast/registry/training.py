@@ -6,7 +6,9 @@ each unseen GPU) and a parity plot; then a new version of ``tilecast-<family>`` 
 (``@challenger``) and ``@<predictor>`` (the newest version of that predictor, e.g. after a sweep).
 
 With ``logo`` the run also carries the leave-one-GPU-out criterion (:mod:`tilecast.predictors.logo`) over the
-GPUs of the family's training rows (the rows before the validation split, same predictor and parameters):
+GPUs of the family's training rows (the rows before the validation split, same predictor and parameters; for
+the fp32 families the five NVIDIA training GPUs and, where they have model-shaped rows, bmm / linear, the
+MI100 and MI210 of ``training_rows``' AMD rows):
 ``logo_mape_pct`` (mean over left-out GPUs), ``logo_worst_mape_pct``, ``logo_mape_pct.<gpu>``, ``logo_s`` (fit
 seconds) and the tag ``tilecast.logo_worst_gpu``; promotion gates on them (:mod:`tilecast.registry.promotion`).
 It costs one extra fit per GPU of the family's data: off in :class:`TrainSpec` (library callers, the nightly
