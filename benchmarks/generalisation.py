@@ -11,7 +11,10 @@ and the prediction intervals calibrated on its residuals.
   :data:`CANDIDATES` (hyper-parameters / features) is judged by the mean over left-out GPUs; the worst GPU is
   reported beside it. No non-public data is read.
 - AMD: the fp32 families fit on every public NVIDIA GPU forecast NeuSight's MI100 / MI210 kernels (another
-  vendor), and leave-one-AMD-GPU-out (NVIDIA + the other AMD GPU) forecasts each AMD GPU.
+  vendor), and leave-one-AMD-GPU-out (NVIDIA + the other AMD GPU) forecasts each AMD GPU: the registered fp32
+  predictors train on both AMD GPUs, so that is the estimate for an AMD GPU (stratum ``few_of_vendor``).
+  ``--with-amd``: the NVIDIA LOGO folds fit on the AMD rows too (scored on the NVIDIA GPUs as ever; cached as
+  ``logo_<candidate>_withamd.pkl``), to measure what training on AMD does to the NVIDIA figures.
 - Intervals (:mod:`tilecast.forecast.intervals`): split-conformal quantiles of the LOGO log-ratio residuals
   per family (per dtype for the precision families, whose folds come from ``benchmarks/precision.py``), per
   end-to-end mode, with their LOGO coverage at 80% and 95%.
@@ -42,12 +45,19 @@ from tilecast.forecast import roofline_predictor  # noqa: E402
 from tilecast.io import write_atomic  # noqa: E402
 from tilecast.metrics import ape_pct  # noqa: E402
 from tilecast.paths import AICONFIGURATOR_DIR, NEUSIGHT_AMD_DIR, NEUSIGHT_DIR, ROOT, VIDUR_DIR  # noqa: E402
-from tilecast.predictors import TRAINING_GPUS, fit_predictor  # noqa: E402
-from tilecast.predictors.rows import amd_rows, logo_gpus, logo_rows, tensor_training_gpus  # noqa: E402
+from tilecast.predictors import fit_predictor  # noqa: E402
+from tilecast.predictors.rows import (  # noqa: E402
+    FP32_TRAINING_GPUS,
+    amd_rows,
+    logo_gpus,
+    logo_rows,
+    tensor_training_gpus,
+)
 from tilecast.predictors.xgboost_predictor import DEFAULTS  # noqa: E402
 from tilecast.registry.forecaster import as_family_predictor  # noqa: E402
 from tilecast.specs import get_gpu  # noqa: E402
 from tilecast.tiles.dtypes import row_dtypes  # noqa: E402
+from tilecast.tiles.features import GEMM_DEFAULT  # noqa: E402
 from tilecast.tiles.ops import FP32_FAMILIES, TENSOR_FAMILIES  # noqa: E402
 
 OUT = Path(__file__).with_name("generalisation.md")
@@ -55,10 +65,20 @@ OUT = Path(__file__).with_name("generalisation.md")
 #: conf/predictor/xgboost.yaml (``{family: {...}}`` entries apply to one family); each names every value it
 #: changes, so a candidate is the same model whatever the defaults are
 CANDIDATES: dict[str, dict] = {
-    "depth8-mcw5": {"max_depth": 8, "min_child_weight": 5.0},  # the code's DEFAULTS before issue 16.4
-    "depth6-mcw20": {"max_depth": 6, "min_child_weight": 20.0},  # the default since (benchmarks/generalisation.md)
+    "depth8-mcw5": {"max_depth": 8, "min_child_weight": 5.0, "test_row_weight": 5.0},  # DEFAULTS before issue 16.4
+    "depth6-mcw20": {"max_depth": 6, "min_child_weight": 20.0, "test_row_weight": 5.0},  # the default 16.4 - 14.1
     # conf/predictor/xgboost.yaml before issue 16.4 (what jobs/train.py registered)
-    "rounds600-eta0.05": {"rounds": 600, "eta": 0.05, "max_depth": 8, "min_child_weight": 5.0},
+    "rounds600-eta0.05": {"rounds": 600, "eta": 0.05, "max_depth": 8, "min_child_weight": 5.0, "test_row_weight": 5.0},
+    # candidates of issue 14.1 beyond the tree size: each changes one thing over depth6-mcw20
+    "depth4-mcw50": {"max_depth": 4, "min_child_weight": 50.0, "test_row_weight": 5.0},  # stronger regularisation
+    "test-weight1": {"max_depth": 6, "min_child_weight": 20.0, "test_row_weight": 1.0},  # model rows weigh as others
+    "test-weight20": {"max_depth": 6, "min_child_weight": 20.0, "test_row_weight": 20.0},  # the default since
+    "test-weight50": {"max_depth": 6, "min_child_weight": 20.0, "test_row_weight": 50.0},
+    # GEMM features without the per-SM tile times (absolute rates of the GPU's SMs)
+    "gemm-no-tile-times": {"max_depth": 6, "min_child_weight": 20.0, "test_row_weight": 5.0,
+                           **{f: {"features": [c for c in GEMM_DEFAULT
+                                               if c not in ("log_tile_compute_us", "log_tile_memory_us")]}
+                              for f in ("bmm", "linear")}},
 }
 QUICK = {"rounds": 40}
 LEVELS = (0.8, 0.95)
@@ -99,12 +119,14 @@ def run_logo(args, pools, labels, frames, log) -> tuple[pd.DataFrame, pd.DataFra
     kern, e2e, secs = [], [], {}
     cached = {}
     for cand in args.candidates:
-        path = args.cache / f"logo_{cand}{'_quick' if args.quick else ''}.pkl" if args.cache else None
+        path = args.cache / _logo_pkl(args, cand) if args.cache else None
         if path is not None and path.is_file():
             cached[cand] = pd.read_pickle(path)
             log(f"  {cand}: read from {path}")
     roof = {f: fit_predictor("roofline", f, None) for f in pools}
     fresh: dict[str, tuple[list, list, dict]] = {c: ([], [], {}) for c in args.candidates if c not in cached}
+    # --with-amd: folds also fit on the AMD rows (MI100 / MI210); tests and scores stay the NVIDIA GPUs'
+    fit_pools = with_amd_pools(pools) if getattr(args, "with_amd", False) and fresh else pools
     for gpu in gpus:
         name = get_gpu(gpu).device_name
         tests = {f: r.loc[(r["Device"] == name) & (r["Source"] == "test")] for f, r in pools.items()}
@@ -112,7 +134,7 @@ def run_logo(args, pools, labels, frames, log) -> tuple[pd.DataFrame, pd.DataFra
         e2e.append(e2e_records(labels.loc[labels["gpu"] == gpu], roofline_predictor, frames, "roofline"))
         for cand in fresh:
             t0 = time.perf_counter()
-            fitted = fit_fold(pools, lambda r, n=name: r["Device"] != n, CANDIDATES[cand], args.quick)
+            fitted = fit_fold(fit_pools, lambda r, n=name: r["Device"] != n, CANDIDATES[cand], args.quick)
             fk, fe, fs = fresh[cand]
             fk += kernel_records(fitted, tests, gpu, cand)
             fe.append(e2e_records(labels.loc[labels["gpu"] == gpu], as_family_predictor(fitted), frames, cand))
@@ -122,13 +144,23 @@ def run_logo(args, pools, labels, frames, log) -> tuple[pd.DataFrame, pd.DataFra
         cached[cand] = (pd.concat(fk, ignore_index=True), pd.concat(fe, ignore_index=True), fs)
         if args.cache:
             args.cache.mkdir(parents=True, exist_ok=True)
-            pd.to_pickle(cached[cand], args.cache / f"logo_{cand}{'_quick' if args.quick else ''}.pkl")
+            pd.to_pickle(cached[cand], args.cache / _logo_pkl(args, cand))
     for cand in args.candidates:
         k, e, fs = cached[cand]
         kern.append(k)
         e2e.append(e)
         secs.update(fs)
     return pd.concat(kern, ignore_index=True), pd.concat(e2e, ignore_index=True), secs
+
+
+def _logo_pkl(args, cand: str) -> str:
+    """Cache file of a candidate's LOGO records (``--with-amd`` folds are cached apart)."""
+    return f"logo_{cand}{'_withamd' if getattr(args, 'with_amd', False) else ''}{'_quick' if args.quick else ''}.pkl"
+
+
+def with_amd_pools(pools: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The LOGO pools plus NeuSight's AMD rows (MI100 / MI210) of each family, to fit on."""
+    return {f: pd.concat([r, amd_rows(f)], ignore_index=True, sort=False) for f, r in pools.items()}
 
 
 def run_amd(args, pools, candidate: str, log) -> pd.DataFrame:
@@ -225,18 +257,22 @@ def score(kmape: pd.DataFrame, emape: pd.DataFrame) -> pd.DataFrame:
 def calibrated_table(kern: pd.DataFrame, e2e: pd.DataFrame, amd: pd.DataFrame | None, prec: pd.DataFrame | None,
                      meta: dict, trained_on: Sequence[str] | None = None) -> iv.IntervalTable:
     """The quantile table of a LOGO run. ``trained_on``: the GPUs the forecast models are fit on (default: the
-    registered predictors' TRAINING_GPUS for the strata, the LOGO pool for which folds were new architectures)."""
+    registered fp32 predictors' FP32_TRAINING_GPUS, NVIDIA and AMD, for the strata, the LOGO pool for which folds
+    were new architectures). AMD residuals: ``nvidia only`` -> ``other_vendor``, ``leave-one-AMD-out`` ->
+    ``few_of_vendor`` (the stratum of an AMD GPU once AMD rows are trained on)."""
     trained_on = tuple(trained_on) if trained_on is not None else None
     pool = trained_on or logo_gpus()
     kernel: dict = {}
     for f in FP32_FAMILIES:
         k = kern.loc[kern["family"] == f]
-        ov = None
+        ov = fv = None
         if amd is not None:
             a = amd.loc[(amd["family"] == f) & (amd["setting"] == "nvidia only")]
             ov = (a["r"].to_numpy(), a["gpu"].to_numpy())
-        kernel[f] = {"fp32": iv.calibrate(k["r"].to_numpy(), k["gpu"].to_numpy(), ov, pool)}
-    training = {f: _trained([get_gpu(g) for g in trained_on or TRAINING_GPUS]) for f in FP32_FAMILIES}
+            a = amd.loc[(amd["family"] == f) & (amd["setting"] == "leave-one-AMD-out")]
+            fv = (a["r"].to_numpy(), a["gpu"].to_numpy())
+        kernel[f] = {"fp32": iv.calibrate(k["r"].to_numpy(), k["gpu"].to_numpy(), ov, pool, fv)}
+    training = {f: _trained([get_gpu(g) for g in trained_on or FP32_TRAINING_GPUS]) for f in FP32_FAMILIES}
     if prec is not None:
         for (f, dtype), p in prec.groupby(["family", "dtype"]):
             kernel.setdefault(f, {})[dtype] = iv.calibrate(p["r"].to_numpy(), p["gpu"].to_numpy())
@@ -247,7 +283,8 @@ def calibrated_table(kern: pd.DataFrame, e2e: pd.DataFrame, amd: pd.DataFrame | 
 
 
 def _trained(specs) -> dict[str, list[str]]:
-    return {"vendors": sorted({s.vendor for s in specs}), "architectures": sorted({s.architecture for s in specs})}
+    return {"vendors": sorted({s.vendor for s in specs}), "architectures": sorted({s.architecture for s in specs}),
+            "gpus": sorted({s.key for s in specs})}
 
 
 def coverage_rows(df: pd.DataFrame, by: list[str], amd: pd.DataFrame | None = None,
@@ -255,13 +292,15 @@ def coverage_rows(df: pd.DataFrame, by: list[str], amd: pd.DataFrame | None = No
     out = []
     for key, g in df.groupby(by, sort=False):
         key = key if isinstance(key, tuple) else (key,)
-        ov = None
-        if amd is not None:
+        ov = fv = None
+        if amd is not None:  # AMD GPUs are trained on: judged on the leave-one-AMD-out stratum (few_of_vendor)
             a = amd.loc[(amd["family"] == key[0]) & (amd["setting"] == "nvidia only")]
             ov = (a["r"].to_numpy(), a["gpu"].to_numpy()) if len(a) else None
+            a = amd.loc[(amd["family"] == key[0]) & (amd["setting"] == "leave-one-AMD-out")]
+            fv = (a["r"].to_numpy(), a["gpu"].to_numpy()) if len(a) else None
         row = dict(zip(by, key, strict=True))
         for level in LEVELS:
-            c = iv.coverage(g["r"].to_numpy(), g["gpu"].to_numpy(), level, ov, pool)
+            c = iv.coverage(g["r"].to_numpy(), g["gpu"].to_numpy(), level, ov, pool, fv)
             nv = {k: v for k, v in c.items() if not k.startswith("mi")}
             row[f"{level:.0%} mean"] = 100 * float(np.mean(list(nv.values())))
             lo = min(nv, key=nv.get)
@@ -346,6 +385,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--precision-only", action="store_true", help="only the precision families' LOGO (fills --cache)")
     ap.add_argument("--amd-only", default=None, choices=list(CANDIDATES),
                     help="only the AMD fits of this candidate (fills --cache)")
+    ap.add_argument("--with-amd", action="store_true",
+                    help="LOGO folds also fit on the AMD rows (scored on the NVIDIA GPUs as ever; cached apart)")
     ap.add_argument("--out", type=Path, default=None, help=f"Markdown page (default {OUT.name}; quick: none)")
     ap.add_argument("--intervals", type=Path, default=None, help="quantile file (default data/intervals/...)")
     args = ap.parse_args(argv)
@@ -401,15 +442,44 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(text)
 
 
+def with_amd_lines(args, best: str, km: pd.DataFrame, em: pd.DataFrame) -> list[str]:
+    """The best candidate's NVIDIA figures with the AMD rows in its folds' training (``--with-amd`` records
+    cached beside the others), against without: what training on AMD, as the registered predictors do, costs
+    the NVIDIA GPUs. Nothing when those records are not cached."""
+    path = args.cache / f"logo_{best}_withamd.pkl" if args.cache else None
+    if path is None or not path.is_file():
+        return []
+    k, e, _ = pd.read_pickle(path)
+    kw, ew = per_gpu(with_ape(k), "family"), per_gpu(with_ape(e), "mode")
+    rows = []
+    for what, without, with_ in (("family", km, kw), ("mode", em, ew)):
+        for name, g in without.loc[without["candidate"] == best].groupby(what, sort=False):
+            h = with_.loc[with_[what] == name]
+            rows.append({"family / mode": name, "without AMD: mean": g["ape"].mean(), "worst": g["ape"].max(),
+                         "with AMD: mean": h["ape"].mean(), "worst ": h["ape"].max(),
+                         "change of the mean": h["ape"].mean() - g["ape"].mean()})
+    return ["## The same with the AMD rows in training (what the registered predictors train on)", "",
+            f"`{best}`'s folds fit also on NeuSight's MI100 / MI210 rows (`--with-amd`), scored on the same NVIDIA "
+            "GPUs: mean (worst) MAPE % over the left-out GPUs. Changing the xgboost seed alone moves these means by "
+            "up to 0.7 points.", "", markdown(pd.DataFrame(rows).round(1), index=False), ""]
+
+
 def render(args, cmd, commit, kern, e2e, sc, best, amd, prec, table, secs, total, cov_e2e) -> str:
     gpus = logo_gpus()
     km, em = per_gpu(kern, "family"), per_gpu(e2e, "mode")
     lines = ["# Generalisation: leave-one-GPU-out over every public GPU, and prediction intervals", "",
              f"Made by `{cmd}` (git {commit}, {total / 60:.1f} min on this machine's 2 shared CPUs). Spec sheet "
              "only: each left-out GPU is forecast by xgboost predictors fit on every other public GPU's kernel rows "
-             f"(train and test tables; GPUs from the data: {', '.join(short(g) for g in gpus)}). Kernel MAPE on "
+             f"(train and test tables; GPUs from the data: {', '.join(short(g) for g in gpus)})"
+             f"{' and on NeuSight AMD rows (MI100, MI210; `--with-amd`)' if getattr(args, 'with_amd', False) else ''}"
+             ". Kernel MAPE on "
              "the left-out GPU's model-shaped test rows; end to end on its plain labels (fused and multi-GPU "
-             "labels are in `benchmarks/e2e.md`; A100-SXM4-40GB has labels but no kernel rows, so no fold).", "",
+             "labels are in `benchmarks/e2e.md`; A100-SXM4-40GB has labels but no kernel rows, so no fold)."
+             + (" The candidates' LOGO records (and the AMD and precision folds where cached) were read from "
+                "`--cache`, filled by earlier runs of the same code, one per candidate "
+                "(`--candidates <one> --logo-only --cache <dir>`, run in parallel; `--with-amd` for the AMD table "
+                "below): the minutes above are this run's, the fold times at the end those runs'. `--cache` "
+                "changes no figure." if args.cache else ""), "",
              "## Selection criterion: mean over left-out GPUs", "",
              "Each candidate's mean over the five families and the two end-to-end modes of the mean-over-GPU "
              f"MAPE (%); lower is better. Best, the default in `conf/predictor/xgboost.yaml`: **{best}**.",
@@ -420,12 +490,15 @@ def render(args, cmd, commit, kern, e2e, sc, best, amd, prec, table, secs, total
              "", "## Kernel MAPE per left-out GPU (%)", "", markdown(wide(km, "family", gpus), index=False), "",
              "## End-to-end MAPE per left-out GPU (%, plain labels)", "",
              markdown(wide(em, "mode", gpus), index=False), ""]
+    lines += with_amd_lines(args, best, km, em)
     if amd is not None:
         am = amd.groupby(["setting", "family", "gpu"], sort=False)["ape"].mean().unstack("gpu").reset_index()
         lines += ["## AMD (NeuSight's MI100 / MI210 kernels, fp32): MAPE %", "",
-                  "`nvidia only`: fit on every public NVIDIA GPU, forecast the AMD GPU (another vendor: what the "
-                  "registered predictors do today, trained on NVIDIA only). `leave-one-AMD-out`: fit on the NVIDIA "
-                  "GPUs and the other AMD GPU. bmm / linear rows are model shapes, vector rows random shapes. "
+                  "`nvidia only`: fit on every public NVIDIA GPU, forecast the AMD GPU (a vendor never trained on: "
+                  "the `other_vendor` intervals). `leave-one-AMD-out`: fit on the NVIDIA GPUs and the other AMD "
+                  "GPU; the registered fp32 predictors train on both AMD GPUs (`training_rows`), so this is the "
+                  "estimate for an AMD GPU (the `few_of_vendor` intervals). bmm / linear rows are model shapes, "
+                  "vector rows random shapes. "
                   "fp32 GEMMs are bound by the spec sheets' fp32 matrix-core (MFMA) peak, vector ops by the vector "
                   "peak (`GpuSpec.gemm_peak_gflops`); tiles and split-K of the AMD training rows come from their "
                   "Tensile kernel names, and a held-out AMD GPU takes the other AMD GPU's tile library.", "",
@@ -436,12 +509,15 @@ def render(args, cmd, commit, kern, e2e, sc, best, amd, prec, table, secs, total
               f"`data/intervals/intervals.json`). Precision families: the LOGO folds of `benchmarks/precision.py` "
               f"({'not run' if prec is None else f'{args.precision_rows} rows drawn per family'}). Strata: `near` "
               "(all folds), `new_architecture` (folds whose GPU's architecture no other pool GPU has), "
-              "`other_vendor` (NVIDIA-trained fp32 predictors on AMD). Interval = forecast x [lo, hi]:", "",
+              "`few_of_vendor` (leave-one-AMD-out: an AMD GPU, the fp32 predictors training on only two, MI100 and "
+              "MI210; never tighter than the NVIDIA strata), `other_vendor` (NVIDIA-trained fp32 predictors on "
+              "AMD: a vendor never trained on). Interval = forecast x [lo, hi]:", "",
               markdown(widths(table), index=False), "",
               "### Coverage, leave one GPU out (%)", "",
               "For each GPU: quantiles calibrated on every other GPU's residuals (its stratum as seen without it), "
-              "share of its own rows inside. Mean and worst over the NVIDIA GPUs; AMD per GPU (calibrated on "
-              "the other AMD GPU). Target: within 5 points of nominal.", "",
+              "share of its own rows inside. Mean and worst over the NVIDIA GPUs; AMD per GPU (its "
+              "`few_of_vendor` interval calibrated on the other AMD GPU's leave-one-AMD-out residuals). Target: "
+              "within 5 points of nominal.", "",
               markdown(coverage_rows(kern.loc[kern.candidate == best], ["family"], amd, gpus), index=False), "",
               "End to end, per mode and method (`e2e`: the end-to-end residual quantiles of the mode; `mix`: "
               "every kernel group at its family's quantile at once, the comonotone op mix; `wider`: the wider of "
