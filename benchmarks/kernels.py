@@ -28,7 +28,7 @@ from tilecast.predictors.calibration import fit_calibration
 from tilecast.predictors.tile_choice import fit_chooser, valid_profiled
 from tilecast.specs import get_gpu
 from tilecast.tiles.gemm import output_tiles
-from tilecast.tiles.ops import FAMILIES
+from tilecast.tiles.ops import FP32_FAMILIES
 
 OUT = Path(__file__).with_name("kernels.md")
 LEARNED = ("xgboost", "mlp")
@@ -158,7 +158,7 @@ def fmt(x: float, nd: int = 1) -> str:
 def accuracy_table(df: pd.DataFrame, gpus: Sequence[str], predictors: Sequence[str]) -> list[str]:
     head = "| family | predictor | " + " | ".join(f"{short(g)} MAPE / med / p90" for g in gpus) + " |"
     lines = [head, "|" + " --- |" * (2 + len(gpus))]
-    for fam in FAMILIES:
+    for fam in FP32_FAMILIES:
         for name in predictors:
             cells = []
             for g in gpus:
@@ -173,7 +173,7 @@ def base_table(df: pd.DataFrame, gpus: Sequence[str], k: int = 20) -> list[str]:
     """Per family x GPU (unseen, then held-out training GPUs): % of calibration draws on the roofline base."""
     lines = ["| predictor | family | " + " | ".join(short(g) for g in gpus) + " |", "|" + " --- |" * (2 + len(gpus))]
     for name in LEARNED:
-        for fam in FAMILIES:
+        for fam in FP32_FAMILIES:
             r = df[(df.family == fam) & (df.predictor == f"{name}+cal{k}")].set_index("gpu")
             lines.append(f"| {name} | {fam} | " + " | ".join(
                 fmt(r.roof_base.get(g, np.nan), 0) for g in gpus) + " |")
@@ -181,7 +181,7 @@ def base_table(df: pd.DataFrame, gpus: Sequence[str], k: int = 20) -> list[str]:
 
 
 def headline(df: pd.DataFrame, predictors: Sequence[str]) -> list[str]:
-    cols = [(f, g) for f in FAMILIES for g in UNSEEN_GPUS]
+    cols = [(f, g) for f in FP32_FAMILIES for g in UNSEEN_GPUS]
     lines = ["| predictor | " + " | ".join(f"{f} {short(g)}" for f, g in cols) + " | mean |",
              "|" + " --- |" * (2 + len(cols))]
     for name in predictors:
@@ -202,7 +202,7 @@ def targets(df: pd.DataFrame, default: str) -> list[str]:
     lines = [f"Targets for {default} (per-kernel MAPE; yes / no):", "",
              "| family | GPU | roofline | spec only | <= roofline / 2 | <= 12% (GEMM, A100-80GB) | best calibrated "
              "k <= 20 | <= 10% |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for fam in FAMILIES:
+    for fam in FP32_FAMILIES:
         for gpu in UNSEEN_GPUS:
             roof, own = mape("roofline", fam, gpu), mape(default, fam, gpu)
             cal = min(mape(f"{default}+cal{k}", fam, gpu) for k in K_VALUES)
@@ -216,7 +216,7 @@ def targets(df: pd.DataFrame, default: str) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small fits (smoke run)")
-    ap.add_argument("--families", nargs="*", default=list(FAMILIES))
+    ap.add_argument("--families", nargs="*", default=list(FP32_FAMILIES))  # the precision families: precision.py
     ap.add_argument("--draws", type=int, default=20, help="random calibration sets per k")
     ap.add_argument("--logo-mlp-epochs", type=int, default=8, help="mlp epochs in leave-one-GPU-out fits")
     ap.add_argument("--seed", type=int, default=0)

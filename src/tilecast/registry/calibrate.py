@@ -12,7 +12,7 @@ finite parameters, finite corrected forecasts, and a leave-one-shape-out MAPE be
 MAPE on the same rows (a correction that does not generalise to its own measurements is refused).
 
 Kernel microbenchmarks can disagree with the same kernels inside models (benchmarks/calibration.md: leave one
-GPU out, calibrating Tesla P4 to its kernels made its end-to-end forecasts 22 points worse). Given end-to-end
+GPU out, calibrating Tesla P4 to its kernels made its end-to-end forecasts about 24 points worse). Given end-to-end
 runs measured on the GPU (``model_runs``, label files laid out like ``data/neusight/labels``), the set must also
 make their forecasts better than spec-only by ``gate.model_run_margin_pct`` points of mean APE, else it is
 refused with the figures; without them it is stored and tagged ``tilecast.model_runs=unchecked``.
