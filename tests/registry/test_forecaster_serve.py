@@ -170,14 +170,15 @@ def test_the_pyfunc_answers_strict_json_equal_to_one_forecast_per_row(registered
 
 def test_the_pyfunc_answers_intervals_at_the_asked_level(registered, monkeypatch):
     """Every answered row carries lo <= e2e <= hi at 80% (the signature says so), ``params={"interval_level":
-    0.95}`` widens it, a level outside [0.5, 0.99] is a 400, and a GPU of another vendor gets a wider interval
-    that says why."""
+    0.95}`` widens it, a level outside [0.5, 0.99] is a 400, and a GPU of a vendor trained on with few GPUs (AMD)
+    or of a vendor never trained on (Intel) gets a wider interval that says why."""
     monkeypatch.delenv(MAX_ROWS_ENV, raising=False)
     model = mlflow.pyfunc.load_model(f"models:/{FORECASTER_NAME}@champion")
     signature = model.metadata.signature
     assert signature.outputs.input_names() == list(OUTPUT_COLUMNS)
     assert {p.name: p.default for p in signature.params.params} == {"interval_level": DEFAULT_LEVEL}
-    rows = pd.DataFrame([GOOD, {**GOOD, "gpu": "mi300x"}, {**GOOD, "gpu": "tesla_t4", "mode": "training"}])
+    rows = pd.DataFrame([GOOD, {**GOOD, "gpu": "mi300x"}, {**GOOD, "gpu": "tesla_t4", "mode": "training"},
+                         {**GOOD, "gpu": "b60"}])
     at80, at95 = model.predict(rows), model.predict(rows, params={"interval_level": 0.95})
     assert (at80["error"] == "").all() and (at95["error"] == "").all()
     for got in (at80, at95):
@@ -189,9 +190,10 @@ def test_the_pyfunc_answers_intervals_at_the_asked_level(registered, monkeypatch
     assert at80["interval_note"].str.startswith("80% interval").all()
     assert at95["interval_note"].str.startswith("95% interval").all()
     width = at80["pred_hi_ms"].astype(float) / at80["pred_lo_ms"].astype(float)
-    assert width[1] > width[0] and width[1] > width[2]
-    assert "another vendor" in at80.loc[1, "interval_note"] and "amd GPU" in at80.loc[1, "interval_note"]
-    assert "another vendor" not in at80.loc[0, "interval_note"]
+    assert width[1] > width[0] and width[1] > width[2] and width[3] > width[1]
+    assert "few GPUs of its vendor" in at80.loc[1, "interval_note"] and "AMD" in at80.loc[1, "interval_note"]
+    assert "another vendor" in at80.loc[3, "interval_note"] and "intel GPU" in at80.loc[3, "interval_note"]
+    assert "vendor" not in at80.loc[0, "interval_note"]
     for bad in (1.5, 0.3):
         with pytest.raises(MlflowException, match=rf"interval_level={bad} must be a number in \[0.5, 0.99\]") as exc:
             model.predict(rows, params={"interval_level": bad})
