@@ -11,12 +11,14 @@ left-out GPU's end-to-end labels (every variant: plain, fused, multi-GPU) spec s
 it can make a GPU (the worst per-GPU change of mean APE) and by the mean change: a calibration that helps on
 average but makes one GPU worse is the failure the issue names.
 
-``--cache``: fitted fold predictors are saved there (``<gpu>/<family>/``) and reused; a fold's fit takes minutes.
+``--cache``: fitted fold predictors are saved there (``<gpu>/<family>/<hash of rows and parameters>/``) and reused.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import subprocess
 import sys
 import time
@@ -32,8 +34,11 @@ from tilecast.evaluation.tables import markdown
 from tilecast.io import write_atomic
 from tilecast.paths import ROOT
 from tilecast.predictors import PREDICTORS, fit_predictor
+from tilecast.predictors.design import fit_params
 from tilecast.predictors.rows import amd_rows, logo_gpus, logo_rows
+from tilecast.predictors.xgboost_predictor import DEFAULTS
 from tilecast.registry.forecaster import as_family_predictor
+from tilecast.registry.lineage import frame_hash
 from tilecast.specs import get_gpu
 from tilecast.tiles.ops import FP32_FAMILIES
 
@@ -55,16 +60,20 @@ NO_CHECK = "scale, auto base, no check"
 
 
 def fold(gpu: str, pools: dict[str, pd.DataFrame], cache: Path | None, log) -> dict[str, object]:
-    """The fp32 predictors fit without ``gpu``'s rows (read from ``cache`` when saved there)."""
+    """The fp32 predictors fit without ``gpu``'s rows (read from ``cache`` when saved there for the same rows and
+    the same default parameters: the folder is named by their hash, so a changed default or pool refits)."""
     name = get_gpu(gpu).device_name
     out = {}
     for fam, rows in pools.items():
-        where = cache / gpu / fam if cache else None
+        train = rows.loc[rows["Device"] != name]
+        params = json.dumps(fit_params("xgboost", fam, DEFAULTS, {}), sort_keys=True, default=str)
+        key = hashlib.sha256(f"{frame_hash(train)} {params}".encode()).hexdigest()[:12]
+        where = cache / gpu / fam / key if cache else None
         if where is not None and (where / "meta.json").is_file():
             out[fam] = PREDICTORS["xgboost"].load(where)
             continue
         t0 = time.perf_counter()
-        out[fam] = fit_predictor("xgboost", fam, rows.loc[rows["Device"] != name])
+        out[fam] = fit_predictor("xgboost", fam, train)
         log(f"  {fam} without {gpu}: {time.perf_counter() - t0:.0f} s")
         if where is not None:
             where.mkdir(parents=True, exist_ok=True)
