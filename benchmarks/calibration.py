@@ -163,11 +163,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             t = forecast_labels(mine, predict, calibrated_for(folds[gpu], CAL_ROWS, 0, **kwargs), frames=frames)
             t = t.loc[t["pred_ms"].notna()]
             for gate in GATES:
-                checked = t if gate is None else check_against_runs(t, gate)[0]
+                checked, per_gpu_check = (t, None) if gate is None else check_against_runs(t, gate)
                 name = f"{design}, {'no check' if gate is None else f'runs check {gate:g} pt'}"
                 tables.append(checked.assign(design=name))
                 if name == DEFAULT:
-                    checks.append(check_against_runs(t, gate)[1])
+                    checks.append(per_gpu_check)
         log(f"  {gpu}: {len(mine)} labels")
     table = pd.concat(tables, ignore_index=True)
     text = render(table, pd.concat(checks, ignore_index=True), time.perf_counter() - t0, argv)

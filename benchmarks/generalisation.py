@@ -126,7 +126,7 @@ def run_logo(args, pools, labels, frames, log) -> tuple[pd.DataFrame, pd.DataFra
     roof = {f: fit_predictor("roofline", f, None) for f in pools}
     fresh: dict[str, tuple[list, list, dict]] = {c: ([], [], {}) for c in args.candidates if c not in cached}
     # --with-amd: folds also fit on the AMD rows (MI100 / MI210); tests and scores stay the NVIDIA GPUs'
-    fit_pools = with_amd_pools(pools) if getattr(args, "with_amd", False) and fresh else pools
+    fit_pools = with_amd_pools(pools) if args.with_amd and fresh else pools
     for gpu in gpus:
         name = get_gpu(gpu).device_name
         tests = {f: r.loc[(r["Device"] == name) & (r["Source"] == "test")] for f, r in pools.items()}
@@ -155,7 +155,7 @@ def run_logo(args, pools, labels, frames, log) -> tuple[pd.DataFrame, pd.DataFra
 
 def _logo_pkl(args, cand: str) -> str:
     """Cache file of a candidate's LOGO records (``--with-amd`` folds are cached apart)."""
-    return f"logo_{cand}{'_withamd' if getattr(args, 'with_amd', False) else ''}{'_quick' if args.quick else ''}.pkl"
+    return f"logo_{cand}{'_withamd' if args.with_amd else ''}{'_quick' if args.quick else ''}.pkl"
 
 
 def with_amd_pools(pools: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -471,7 +471,7 @@ def render(args, cmd, commit, kern, e2e, sc, best, amd, prec, table, secs, total
              f"Made by `{cmd}` (git {commit}, {total / 60:.1f} min on this machine's 2 shared CPUs). Spec sheet "
              "only: each left-out GPU is forecast by xgboost predictors fit on every other public GPU's kernel rows "
              f"(train and test tables; GPUs from the data: {', '.join(short(g) for g in gpus)})"
-             f"{' and on NeuSight AMD rows (MI100, MI210; `--with-amd`)' if getattr(args, 'with_amd', False) else ''}"
+             f"{' and on NeuSight AMD rows (MI100, MI210; `--with-amd`)' if args.with_amd else ''}"
              ". Kernel MAPE on "
              "the left-out GPU's model-shaped test rows; end to end on its plain labels (fused and multi-GPU "
              "labels are in `benchmarks/e2e.md`; A100-SXM4-40GB has labels but no kernel rows, so no fold)."

@@ -395,6 +395,19 @@ def _note(level: float, what: str, stratum: str, why: str) -> str:
     return "; ".join(x for x in (f"{100 * level:.0f}% interval from {what}, {basis}", why) if x)
 
 
+def _residuals(pair: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(residuals, gpus)`` as float and str arrays (empty for None)."""
+    if pair is None:
+        return np.empty(0), np.empty(0, dtype=str)
+    return np.asarray(pair[0], float), np.asarray(pair[1]).astype(str)
+
+
+def _share_inside(residuals: np.ndarray, records: Mapping[str, Any], stratum: str, level: float) -> float:
+    """Share of ``residuals`` inside the ``level`` interval of ``stratum`` (:func:`_widest`) of ``records``."""
+    lo, hi, _ = _widest(records, stratum, level)
+    return float(np.mean((residuals >= lo) & (residuals <= hi)))
+
+
 def coverage(residuals: np.ndarray, gpus: np.ndarray, level: float,
              other_vendor: tuple[np.ndarray, np.ndarray] | None = None,
              pool: Iterable[str] | None = None,
@@ -412,29 +425,21 @@ def coverage(residuals: np.ndarray, gpus: np.ndarray, level: float,
         others = sorted((set(g.tolist()) | set(pool or ())) - {gpu})
         records = calibrate(r[rest], g[rest], pool=others)
         new = is_new_architecture([*others, gpu])[gpu]
-        lo, hi, _ = _widest(records, "new_architecture" if new else "near", level)
-        mine = r[~rest]
-        out[gpu] = float(np.mean((mine >= lo) & (mine <= hi)))
-    if other_vendor is not None and len(other_vendor[0]):
-        ov_r, ov_g = np.asarray(other_vendor[0], float), np.asarray(other_vendor[1]).astype(str)
+        out[gpu] = _share_inside(r[~rest], records, "new_architecture" if new else "near", level)
+    ov_r, ov_g = _residuals(other_vendor)
+    if len(ov_r):
         for gpu in sorted(set(ov_g.tolist())):
             others = ov_g != gpu
             records = calibrate(r, g, (ov_r[others], ov_g[others]) if others.any() else None)
-            lo, hi, _ = _widest(records, "other_vendor", level)
-            mine = ov_r[~others]
-            out[gpu] = float(np.mean((mine >= lo) & (mine <= hi)))
-    if few_of_vendor is not None and len(few_of_vendor[0]):
-        fv_r, fv_g = np.asarray(few_of_vendor[0], float), np.asarray(few_of_vendor[1]).astype(str)
+            out[gpu] = _share_inside(ov_r[~others], records, "other_vendor", level)
+    fv_r, fv_g = _residuals(few_of_vendor)
+    if len(fv_r):
         for gpu in sorted(set(fv_g.tolist())):
             others = fv_g != gpu
-            ov = None
-            if other_vendor is not None:  # the fallback, without the GPU judged
-                keep = np.asarray(other_vendor[1]).astype(str) != gpu
-                ov = (np.asarray(other_vendor[0], float)[keep], np.asarray(other_vendor[1]).astype(str)[keep])
+            # the fallback, without the GPU judged
+            ov = (ov_r[ov_g != gpu], ov_g[ov_g != gpu]) if other_vendor is not None else None
             records = calibrate(r, g, ov, few_of_vendor=(fv_r[others], fv_g[others]))
-            lo, hi, _ = _widest(records, "few_of_vendor", level)
-            mine = fv_r[~others]
-            out[gpu] = float(np.mean((mine >= lo) & (mine <= hi)))
+            out[gpu] = _share_inside(fv_r[~others], records, "few_of_vendor", level)
     return out
 
 
