@@ -84,6 +84,11 @@ def test_fp8_on_a_gpu_without_fp8_is_refused():
         forecast_serve(ServeWorkload("llama31_8b", "fp8", 1, 1024, 1024, 4), "a100_sxm4_80gb")
 
 
+def test_fp4_on_a_gpu_without_fp4_is_refused_naming_both():
+    with pytest.raises(UnsupportedDtypeError, match="h100_sxm_80gb.*fp4"):
+        forecast_serve(ServeWorkload("llama31_8b", "fp4", 1, 1024, 1024, 4), "h100_sxm_80gb")
+
+
 def test_measured_rows_are_answered_or_say_why():
     rows = pd.DataFrame({
         "model_path": ["meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-70B", "deepseek-ai/DeepSeek-R1",
@@ -98,8 +103,10 @@ def test_measured_rows_are_answered_or_say_why():
     assert errors[0] == errors[1] == "" and out["pred_tpot_ms"][0] == out["pred_tpot_ms"][1] > 0
     assert "mixture-of-experts" in errors[2]
     assert "unknown GPU 'nope_sxm'" in errors[3]
-    assert "fp4" in errors[4] and "disaggregated" in errors[5]
-    assert out["pred_ttft_ms"][2:].isna().all() and out["ape_tpot_pct"][0] >= 0
+    assert errors[4] == "" and 0 < out["pred_tpot_ms"][4] < out["pred_tpot_ms"][0]  # NVFP4 weights: fewer bytes
+    assert "disaggregated" in errors[5]
+    assert out["pred_ttft_ms"][2:4].isna().all() and out["pred_ttft_ms"][5:].isna().all()
+    assert out["ape_tpot_pct"][0] >= 0
 
 
 def test_predict_job_serve_mode_prints_and_writes_json(tmp_path):

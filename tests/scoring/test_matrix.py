@@ -55,7 +55,7 @@ def test_unknown_gpu_and_model_are_reported_together_with_known_names():
     ({"modes": ["serving"]}, "modes.*serving"),
     ({"parallel": ["xp4"]}, "parallel.*xp4"),
     ({"fused": ["yes"]}, "fused"),
-    ({"dtypes": ["bfloat17"]}, "dtypes.*'bfloat17'.*fp32, tf32, bf16, fp16, fp8, amp_bf16"),
+    ({"dtypes": ["bfloat17"]}, "dtypes.*'bfloat17'.*fp32, tf32, bf16, fp16, fp8, fp4, amp_bf16"),
     ({"dtypes": []}, "dtypes.*empty"),
     ({"exclude": [{"dtype": "int4"}]}, "exclude.dtype.*'int4'"),
     ({"exclude": [{"colour": "red"}]}, "unknown key 'colour'"),

@@ -73,6 +73,23 @@ def test_fp8_gemm_counts_the_activation_quantisation():
     assert nbytes[0] == 64 * 4096 + 4096 * 4096 + 2 * 64 * 4096 + 3 * 64 * 4096
 
 
+def test_fp4_linears_run_in_nvfp4_at_the_fp4_peak_with_block_scales():
+    assert normalise_dtype("nvfp4") == normalise_dtype("float4_e2m1fn") == "fp4"
+    assert op_dtype("fp4", "linear") == "fp4" and op_dtype("fp4", "attn") == op_dtype("fp4", "vec") == "bf16"
+    assert family_of("linear", "fp4") == "tc_gemm"
+    b200 = get_gpu("b200")
+    m, n, k = 64, 4096, 4096
+    rows = pd.DataFrame({"OPName": ["linear"] * 2, "B": [1, 1], "M": [m, 16384], "N": [n, n], "K": [k, k],
+                         "dtype": ["fp4", "fp8"]})
+    _, nbytes = kernel_flops_bytes(rows.iloc[:1])
+    fp4 = 0.5 + 1 / 16  # e2m1 + one fp8 scale per 16 elements
+    assert nbytes[0] == pytest.approx(fp4 * (m * n + n * k) + 2 * m * k + (2 + fp4) * m * n)
+    ms = roofline_ms(rows.assign(M=16384), b200)  # compute-bound: the fp4 peak is twice fp8's
+    assert ms[0] == pytest.approx(ms[1] / 2, rel=1e-9)
+    with pytest.raises(UnsupportedDtypeError, match="h100_sxm_80gb.*fp4"):
+        roofline_ms(rows.iloc[:1], get_gpu("h100_sxm_80gb"))
+
+
 def test_a_dtype_the_gpu_lacks_is_a_named_error():
     rows = pd.DataFrame({"OPName": ["linear"], "B": [1], "M": [64], "N": [64], "K": [64], "dtype": ["fp8"]})
     with pytest.raises(UnsupportedDtypeError, match="a100_sxm4_80gb.*fp8"):

@@ -47,7 +47,7 @@ from tilecast.specs import GpuSpec, ModelSpec, WorkloadError, get_gpu, get_model
 from tilecast.tiles.dtypes import DTYPE_BYTES, compute_dtype
 
 #: dtypes a serve workload runs in
-SERVE_DTYPES = ("bf16", "fp16", "fp8")
+SERVE_DTYPES = ("bf16", "fp16", "fp8", "fp4")
 GIB = float(2**30)
 #: the share of a GPU's memory a serving engine takes (vLLM's ``gpu_memory_utilization`` default) and what it
 #: leaves aside besides (CUDA context, NCCL buffers, allocator slack)

@@ -2,8 +2,8 @@
 
 From the recorded forward pass:
 
-- parameters: every tensor the model owns, tied ones once, at ``dtype`` (``fp8``: the linear layers'
-  weights in fp8, the rest in bf16; ``amp_bf16``: fp32 weights, autocast keeps a bf16 copy of each
+- parameters: every tensor the model owns, tied ones once, at ``dtype`` (``fp8`` / ``fp4``: the linear layers'
+  weights in that dtype, the rest in bf16; ``amp_bf16``: fp32 weights, autocast keeps a bf16 copy of each
   during the step, counted with the activations);
 - gradients (training): one per parameter, at ``dtype`` (``amp_bf16``: fp32);
 - optimizer (training, AdamW): two fp32 moments per parameter, plus an fp32 master copy when the
@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from tilecast.graph.build import SHORT_BLOCKS, as_workload, recorded, scalable, with_blocks
 from tilecast.graph.tape import EXTERNAL, Node, Tape
 from tilecast.specs import ModelSpec, Workload
-from tilecast.tiles.dtypes import DTYPE_BYTES, check_workload_dtype, compute_dtype
+from tilecast.tiles.dtypes import DTYPE_BYTES, QUANTISED_DTYPES, check_workload_dtype, compute_dtype
 
 ADAM_STATE_BYTES = 8  # exp_avg + exp_avg_sq, fp32
 MASTER_COPY_BYTES = 4  # fp32 weights kept by mixed-precision training
@@ -163,14 +163,14 @@ def footprint_of(tape: Tape, training: bool, dtype: str = "fp32", optimizer: str
 
 
 def _params_bytes(tape: Tape, dtype: str) -> int:
-    """Bytes of the parameters at ``dtype``: fp8 keeps the linear layers' weights in fp8 and the rest
-    (embeddings, norms, biases) in bf16; ``amp_bf16`` keeps fp32 weights."""
+    """Bytes of the parameters at ``dtype``: fp8 / fp4 keep the linear layers' weights in that dtype (fp4 with
+    its block scales) and the rest (embeddings, norms, biases) in bf16; ``amp_bf16`` keeps fp32 weights."""
     if dtype == "amp_bf16":
         return tape.num_params * DTYPE_BYTES["fp32"]
-    if dtype != "fp8":
+    if dtype not in QUANTISED_DTYPES:
         return tape.num_params * DTYPE_BYTES[dtype]
     linear_weights = sum(n.params[0] for n in tape.nodes if n.kind == "linear" and n.params)
-    return linear_weights * DTYPE_BYTES["fp8"] + (tape.num_params - linear_weights) * DTYPE_BYTES["bf16"]
+    return linear_weights * DTYPE_BYTES[dtype] + (tape.num_params - linear_weights) * DTYPE_BYTES["bf16"]
 
 
 _FIELDS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "transient_bytes")

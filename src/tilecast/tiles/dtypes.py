@@ -4,8 +4,10 @@ kind of a workload runs in (docs/method.md §15).
 A workload's ``dtype`` is what its GEMMs run in. ``fp32`` is the NeuSight-compatible path (CUDA cores,
 TF32 off, unfused attention); ``tf32`` runs GEMMs on tensor cores at fp32 storage; ``bf16`` / ``fp16``
 run every op in half precision on tensor cores; ``fp8`` runs the linear layers in fp8 (weights fp8,
-activations quantised per tensor, as vLLM does) and everything else in bf16; ``amp_bf16`` is
-mixed-precision training: bf16 compute with fp32 master weights, gradients and optimizer state.
+activations quantised per tensor, as vLLM does) and everything else in bf16; ``fp4`` does the same in NVFP4
+(Blackwell's 4-bit float: e2m1 values with one fp8 scale per 16-element block, so 4.5 bits an element;
+activations quantised to NVFP4 before each GEMM); ``amp_bf16`` is mixed-precision training: bf16 compute
+with fp32 master weights, gradients and optimizer state.
 """
 
 from __future__ import annotations
@@ -18,20 +20,26 @@ import numpy as np
 if TYPE_CHECKING:  # not imported at run time: the jobs import this module before they check their config
     import pandas as pd
 
-#: bytes per element of each storage / compute dtype
-DTYPE_BYTES: dict[str, int] = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+#: bytes per element of each storage / compute dtype; a block-scaled dtype counts its scales (NVFP4: 4 bits
+#: plus one 8-bit scale per 16 elements = 0.5625 bytes)
+DTYPE_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
+                                 "fp4": 0.5 + 1.0 / 16}
 #: dtypes a workload may ask for (``amp_bf16`` is a training recipe over bf16 compute)
-WORKLOAD_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "amp_bf16")
+WORKLOAD_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "amp_bf16")
 #: dtypes whose GEMMs run on tensor cores (the ``tc_gemm`` family)
-TENSOR_DTYPES = frozenset({"tf32", "bf16", "fp16", "fp8"})
+TENSOR_DTYPES = frozenset({"tf32", "bf16", "fp16", "fp8", "fp4"})
+#: low-precision GEMM dtypes: weights stored quantised, the bf16 activation quantised before each GEMM,
+#: a bf16 output (linears only; every other op of such a workload runs in bf16)
+QUANTISED_DTYPES = frozenset({"fp8", "fp4"})
 #: half-precision dtypes: fused attention, half vector ops
-HALF_DTYPES = frozenset({"bf16", "fp16", "fp8", "amp_bf16"})
+HALF_DTYPES = frozenset({"bf16", "fp16", "fp8", "fp4", "amp_bf16"})
 
 #: the data's spellings of each dtype (AIConfigurator ``bfloat16``, NCCL ``half``, torch names)
 ALIASES: dict[str, str] = {
     "fp32": "fp32", "float32": "fp32", "float": "fp32", "tf32": "tf32",
     "bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
     "fp8": "fp8", "float8": "fp8", "float8_e4m3fn": "fp8", "e4m3": "fp8", "int8": "int8",
+    "fp4": "fp4", "nvfp4": "fp4", "float4": "fp4", "float4_e2m1fn": "fp4", "e2m1": "fp4",
 }
 
 
@@ -56,13 +64,16 @@ def check_workload_dtype(name: object) -> str:
 
 def compute_dtype(workload_dtype: str) -> str:
     """The dtype non-linear ops (vector ops, attention, bmm) of a workload run in."""
-    return {"fp8": "bf16", "amp_bf16": "bf16"}.get(workload_dtype, workload_dtype)
+    if workload_dtype in QUANTISED_DTYPES or workload_dtype == "amp_bf16":
+        return "bf16"
+    return workload_dtype
 
 
 def op_dtype(workload_dtype: str, kind: str) -> str:
-    """The dtype an op of ``kind`` runs in: fp8 workloads run linears in fp8 and the rest in bf16."""
-    if workload_dtype == "fp8" and kind == "linear":
-        return "fp8"
+    """The dtype an op of ``kind`` runs in: fp8 / fp4 workloads run linears in their dtype and the rest in
+    bf16."""
+    if workload_dtype in QUANTISED_DTYPES and kind == "linear":
+        return workload_dtype
     return compute_dtype(workload_dtype)
 
 

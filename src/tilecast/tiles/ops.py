@@ -2,7 +2,7 @@
 (docs/method.md §1).
 
 fp32 rows keep the NeuSight families (bmm, linear, elementwise, softmax, layernorm). GEMMs in a
-tensor-core dtype (tf32, bf16, fp16, fp8) form one family, ``tc_gemm``, with the dtype a feature;
+tensor-core dtype (tf32, bf16, fp16, fp8, fp4) form one family, ``tc_gemm``, with the dtype a feature;
 fused attention is two families, ``attn_prefill`` (causal FlashAttention over a prompt) and
 ``attn_decode`` (new tokens over a KV cache). Vector ops in half precision (bf16, fp16) are one family,
 ``vec_half``, with the op a feature (norms, residual adds, activations, rotary embedding; trained on

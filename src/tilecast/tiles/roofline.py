@@ -6,9 +6,9 @@ attention (:mod:`tilecast.tiles.attention`). An optional ``dtype`` column (fp32 
 bytes per element and, for GEMMs and attention, the peak: the dtype's tensor-core rate
 (:meth:`GpuSpec.peak_gflops`; GEMMs :meth:`GpuSpec.gemm_peak_gflops`, so fp32 GEMMs run at the fp32
 matrix-core rate where the spec has one: AMD MFMA); vector ops run on CUDA cores at the fp32 vector rate
-whatever their dtype. fp8
-GEMMs write bf16 outputs and quantise their activation first (read bf16, write fp8), as vLLM runs
-them; attention reads its K and V at ``kv_dtype`` (the compute dtype where absent). Units: peak in
+whatever their dtype. fp8 and fp4 GEMMs (:data:`~tilecast.tiles.dtypes.QUANTISED_DTYPES`) write bf16
+outputs and quantise their activation first (read bf16, write the low-precision copy), as vLLM runs them;
+attention reads its K and V at ``kv_dtype`` (the compute dtype where absent). Units: peak in
 GFLOP/s (1e9 FLOP/s).
 
 Bandwidth units follow the reference (NeuSight) so its roofline baseline is reproduced exactly
@@ -25,7 +25,7 @@ import pandas as pd
 
 from tilecast.specs import GpuSpec, get_gpu
 from tilecast.tiles.attention import attention_bytes, attention_flops
-from tilecast.tiles.dtypes import DTYPE_BYTES, bytes_per_element, row_dtypes
+from tilecast.tiles.dtypes import DTYPE_BYTES, QUANTISED_DTYPES, bytes_per_element, row_dtypes
 from tilecast.tiles.ops import ATTENTION_OPS, GEMM_OPS, mem_per_output, ops_per_output
 
 BYTES_PER_ELEMENT = 4.0
@@ -82,16 +82,16 @@ def _dim(rows: pd.DataFrame, name: str) -> np.ndarray:
 
 def kernel_flops_bytes(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """FLOPs and bytes moved by each kernel row at its dtype (GEMM: ``2BMNK`` and its three operands;
-    fp8 GEMMs: fp8 operands, a bf16 output and the activation's quantisation pass)."""
+    fp8 / fp4 GEMMs: low-precision operands, a bf16 output and the activation's quantisation pass)."""
     ops = rows["OPName"].astype(str).to_numpy()
     b, m, n, k, h = (_dim(rows, c) for c in ("B", "M", "N", "K", "H"))
     dtypes = row_dtypes(rows)
     bpe = bytes_per_element(dtypes)
     is_gemm = np.isin(ops, list(GEMM_OPS))
     is_attn = np.isin(ops, list(ATTENTION_OPS))
-    fp8 = dtypes == "fp8"
-    out_bpe = np.where(fp8, HALF_BYTES, bpe)
-    quant_bytes = np.where(fp8 & (ops == "linear"), (HALF_BYTES + bpe) * m * n, 0.0)
+    quantised = np.isin(dtypes, list(QUANTISED_DTYPES))
+    out_bpe = np.where(quantised, HALF_BYTES, bpe)
+    quant_bytes = np.where(quantised & (ops == "linear"), (HALF_BYTES + bpe) * m * n, 0.0)
     gemm_flops = 2.0 * b * m * n * k
     gemm_bytes = b * (bpe * (m * n + n * k) + out_bpe * m * k) + quant_bytes
     ops_per_o = np.array([ops_per_output(o) for o in ops])
@@ -101,7 +101,7 @@ def kernel_flops_bytes(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     nbytes = np.where(is_gemm, gemm_bytes, mem_per_o * numel)
     if is_attn.any():
         hkv = np.where(_dim(rows, "Hkv") > 0, _dim(rows, "Hkv"), h)
-        q_bpe = np.where(fp8, HALF_BYTES, bpe)
+        q_bpe = np.where(quantised, HALF_BYTES, bpe)
         kv_bpe = np.where(_has(rows, "kv_dtype"), bytes_per_element(row_dtypes(rows, "kv_dtype")), q_bpe)
         flops = np.where(is_attn, attention_flops(b, m, n, k, h), flops)
         nbytes = np.where(is_attn, attention_bytes(b, m, n, k, h, hkv, q_bpe, kv_bpe), nbytes)
