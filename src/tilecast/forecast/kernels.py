@@ -17,8 +17,9 @@ import pandas as pd
 
 from tilecast.forecast.comm import COLLECTIVE_FACTORS, DEFAULT_COMM, CommModel
 from tilecast.specs import GpuSpec, SpecError, UnknownSpecError, get_gpu
-from tilecast.tiles.dtypes import bytes_per_element, normalise_dtype, row_dtypes
-from tilecast.tiles.ops import ATTENTION_OPS, GEMM_OPS, row_families
+from tilecast.tiles.dtypes import bytes_per_element, normalise_dtype, peak_dtype, row_dtypes
+from tilecast.tiles.moe import moe_row_errors
+from tilecast.tiles.ops import ATTENTION_OPS, FAMILY_DIMS, GEMM_OPS, MLA_OPS, MOE_MLA_FAMILIES, MOE_OPS, row_families
 from tilecast.tiles.sources import kernel_rows
 
 #: predicts ms for rows of one family on ``gpu`` (or each row's Device when gpu is None)
@@ -52,25 +53,28 @@ def _row_gpus(rows: pd.DataFrame, gpu: GpuSpec | None) -> tuple[pd.Series, dict[
 
 def _dtype_errors(rows: pd.DataFrame, names: pd.Series, specs: dict[str, GpuSpec]) -> tuple[pd.Series, pd.Series]:
     """Per row: why its dtype is unknown or its GPU cannot run its GEMM / attention dtype (empty where it
-    can), and the row's dtype in the project's names (``fp32`` where unknown: such a row is not forecast)."""
+    can), and the row's dtype in the project's names (where absent: ``bf16`` for MoE / MLA rows, else ``fp32``;
+    ``fp32`` where unknown: such a row is not forecast)."""
     out = pd.Series("", index=rows.index, dtype=object)
     dtypes = pd.Series("fp32", index=rows.index, dtype=object)
-    raw = (rows["dtype"].astype(object).where(rows["dtype"].notna(), "fp32").astype(str) if "dtype" in rows
-           else pd.Series("fp32", index=rows.index))
+    default = rows["OPName"].astype(str).isin(MOE_OPS | MLA_OPS).map({True: "bf16", False: "fp32"})
+    raw = (rows["dtype"].astype(object).where(rows["dtype"].notna(), default).astype(str) if "dtype" in rows
+           else default)
     keys = pd.DataFrame({"gpu": names, "dtype": raw,
-                         "tensor": rows["OPName"].astype(str).isin(GEMM_OPS | ATTENTION_OPS)})
+                         "tensor": rows["OPName"].astype(str).isin(GEMM_OPS | ATTENTION_OPS | MOE_OPS | MLA_OPS)})
     for (name, value, tensor), idx in keys.groupby(["gpu", "dtype", "tensor"]).groups.items():
         try:
             dtypes[idx] = dtype = normalise_dtype(value)
             if tensor and name in specs:
-                specs[name].peak_gflops(dtype)
+                specs[name].peak_gflops(peak_dtype(dtype))
         except (SpecError, ValueError) as exc:  # DtypeError is a ValueError
             out[idx] = str(exc)
     return out, dtypes
 
 
 #: dims every row of a family must carry as positive numbers
-_FAMILY_DIMS = {"bmm": "BMNK", "linear": "MNK", "tc_gemm": "BMNK", "attn_prefill": "BMNKH", "attn_decode": "BMNKH"}
+_FAMILY_DIMS = {"bmm": "BMNK", "linear": "MNK", "tc_gemm": "BMNK", "attn_prefill": "BMNKH", "attn_decode": "BMNKH",
+                **{fam: FAMILY_DIMS[fam] for fam in MOE_MLA_FAMILIES}}
 
 
 def _dim_errors(rows: pd.DataFrame, families: pd.Series) -> pd.Series:
@@ -87,6 +91,19 @@ def _dim_errors(rows: pd.DataFrame, families: pd.Series) -> pd.Series:
     return out
 
 
+def _routing_errors(rows: pd.DataFrame, families: pd.Series) -> pd.Series:
+    """Per ``moe`` row: why its routing cannot be costed (:func:`tilecast.tiles.moe.moe_row_errors`)."""
+    out = pd.Series("", index=rows.index, dtype=object)
+    moe = (families == "moe").to_numpy()
+    if moe.any():
+        part = rows.loc[moe]
+        dist = (part["distribution"].astype(object).where(part["distribution"].notna(), "balanced")
+                if "distribution" in part else "balanced")
+        out[moe] = moe_row_errors(*(pd.to_numeric(part[c], errors="coerce").to_numpy(float)
+                                    for c in ("experts", "topk", "moe_ep")), np.asarray(dist, dtype=object))
+    return out
+
+
 def forecast_kernels(frame: pd.DataFrame, predict: FamilyPredictor, gpu: GpuSpec | None = None,
                      comm: CommModel = DEFAULT_COMM) -> KernelForecast:
     """``frame`` (any shipped schema) plus ``pred_ms`` and ``error``: one vectorised call per family and GPU."""
@@ -100,6 +117,7 @@ def forecast_kernels(frame: pd.DataFrame, predict: FamilyPredictor, gpu: GpuSpec
     error = error.where(error != "", dtype_errors)
     families = row_families(rows)
     error = error.where(error != "", _dim_errors(rows, families))
+    error = error.where(error != "", _routing_errors(rows, families))
     ops = rows["OPName"].astype(str)
     collective = ops.isin(COLLECTIVE_FACTORS)
     uncovered = families.isna() & ~collective & (error == "")
