@@ -4,7 +4,8 @@ The input is converted to kernel rows (:mod:`tilecast.tiles.sources`); each row'
 ``gpu`` or else its ``device`` / ``Device`` / ``system`` column. A row whose GPU is unknown, whose
 dtype that GPU has no peak for, or whose op no predictor covers gets an ``error`` and an empty
 ``pred_ms``; every other row is answered. NCCL collectives are timed by the communication model
-over the GPU's link (:mod:`tilecast.forecast.comm`).
+over the GPU's link (:mod:`tilecast.forecast.comm`), expert-parallel all-to-all rows (``a2a_dispatch`` /
+``a2a_combine``) and DeepEP tables by :mod:`tilecast.forecast.a2a`.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ import pandas as pd
 
 from tilecast.forecast.comm import COLLECTIVE_FACTORS, DEFAULT_COMM, CommModel
 from tilecast.specs import GpuSpec, SpecError, UnknownSpecError, get_gpu
+from tilecast.tiles.a2a import A2A_OPS
 from tilecast.tiles.dtypes import bytes_per_element, normalise_dtype, peak_dtype, row_dtypes
 from tilecast.tiles.moe import moe_row_errors
+from tilecast.tiles.moe_sources import DEEPEP_SCHEMAS
 from tilecast.tiles.ops import ATTENTION_OPS, FAMILY_DIMS, GEMM_OPS, MLA_OPS, MOE_MLA_FAMILIES, MOE_OPS, row_families
-from tilecast.tiles.sources import kernel_rows
+from tilecast.tiles.sources import kernel_rows, source_schema
 
 #: predicts ms for rows of one family on ``gpu`` (or each row's Device when gpu is None)
 FamilyPredictor = Callable[[str, pd.DataFrame, GpuSpec | None], np.ndarray]
@@ -107,6 +110,11 @@ def _routing_errors(rows: pd.DataFrame, families: pd.Series) -> pd.Series:
 def forecast_kernels(frame: pd.DataFrame, predict: FamilyPredictor, gpu: GpuSpec | None = None,
                      comm: CommModel = DEFAULT_COMM) -> KernelForecast:
     """``frame`` (any shipped schema) plus ``pred_ms`` and ``error``: one vectorised call per family and GPU."""
+    schema = source_schema(frame)
+    if schema in DEEPEP_SCHEMAS:
+        from tilecast.forecast.a2a import forecast_deepep
+
+        return KernelForecast(forecast_deepep(frame, schema, gpu))
     rows = kernel_rows(frame)
     if "OPName" not in rows:
         raise ValueError("kernel rows need an 'OPName' column (the data's schema)")
@@ -120,7 +128,12 @@ def forecast_kernels(frame: pd.DataFrame, predict: FamilyPredictor, gpu: GpuSpec
     error = error.where(error != "", _routing_errors(rows, families))
     ops = rows["OPName"].astype(str)
     collective = ops.isin(COLLECTIVE_FACTORS)
-    uncovered = families.isna() & ~collective & (error == "")
+    a2a = ops.isin(A2A_OPS)
+    if a2a.any():
+        from tilecast.forecast.a2a import a2a_errors
+
+        error[a2a] = error[a2a].where(error[a2a] != "", a2a_errors(rows.loc[a2a]))
+    uncovered = families.isna() & ~collective & ~a2a & (error == "")
     error[uncovered] = "no predictor covers op " + ops[uncovered].map(repr)
     pred = pd.Series(np.nan, index=rows.index)
     ok = error == ""
@@ -129,6 +142,10 @@ def forecast_kernels(frame: pd.DataFrame, predict: FamilyPredictor, gpu: GpuSpec
         for fam in families[mine].dropna().unique():
             mask = mine & (families == fam)
             pred[mask] = np.asarray(predict(fam, rows.loc[mask], gpu), dtype=float)
+        if (mine & a2a).any():
+            from tilecast.forecast.a2a import a2a_ms
+
+            pred[mine & a2a] = a2a_ms(rows.loc[mine & a2a], gpu or spec)
         coll = mine & collective
         for op in ops[coll].unique():
             mask = coll & (ops == op)

@@ -81,3 +81,26 @@ def a2a_bytes(ops, tokens, hidden, topk, experts, ep, nodes, modes, dtypes) -> t
     remote = (p - 1.0) / p
     network = np.where(n > 1, (p - p / n) / p, 0.0)
     return sent * (remote - network), sent * network
+
+
+def a2a_row_errors(tokens, hidden, topk, experts, ep, nodes, modes) -> np.ndarray:
+    """Per row, why it cannot be costed (empty where it can): a dim not positive, an unknown mode, ``ep`` not
+    dividing ``experts`` or not a multiple of ``nodes``, ``topk`` above ``experts``."""
+    dims = {n: np.asarray(v, dtype=float) for n, v in
+            (("tokens", tokens), ("hidden", hidden), ("topk", topk), ("experts", experts), ("ep", ep),
+             ("nodes", nodes))}
+    modes = np.asarray(modes, dtype=object).astype(str)
+    out = np.full(modes.shape, "", dtype=object)
+    for name, v in dims.items():
+        bad = (out == "") & ~(np.isfinite(v) & (v > 0))
+        out[bad] = [f"{name}={x!r} is not a positive number" for x in v[bad]]
+    bad = (out == "") & ~np.isin(modes, A2A_MODES)
+    out[bad] = [f"unknown a2a_mode {m!r}; known: {', '.join(A2A_MODES)}" for m in modes[bad]]
+    e, k, p, n = dims["experts"], dims["topk"], dims["ep"], dims["nodes"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bad = (out == "") & ((np.mod(e, p) != 0) | (np.mod(p, n) != 0))
+    out[bad] = [f"ep={b:g} must divide experts={a:g} and be a multiple of nodes={c:g}"
+                for a, b, c in zip(e[bad], p[bad], n[bad], strict=True)]
+    bad = (out == "") & (k > e)
+    out[bad] = [f"topk={b:g} is above experts={a:g}" for a, b in zip(e[bad], k[bad], strict=True)]
+    return out

@@ -64,9 +64,8 @@ MOE_MLA_FAMILIES = ("moe", "mla_prefill", "mla_decode")
 #: every family trained on AIConfigurator-style tables of several dtypes (every row of a GPU scores in its
 #: leave-one-GPU-out fold)
 PRECISION_FAMILIES = TENSOR_FAMILIES + MOE_MLA_FAMILIES
-#: every family; one predictor is trained and registered per family (the MoE-era families join once their
-#: training rows ship)
-FAMILIES = FP32_FAMILIES + TENSOR_FAMILIES
+#: every family; one predictor is trained and registered per family
+FAMILIES = FP32_FAMILIES + PRECISION_FAMILIES
 #: the dim columns of each family's kernel rows (precision-path rows also carry ``dtype``; attention ``kv_dtype``)
 FAMILY_DIMS: dict[str, tuple[str, ...]] = {
     "bmm": ("B", "M", "N", "K"), "linear": ("B", "M", "N", "K"), "tc_gemm": ("B", "M", "N", "K"),
