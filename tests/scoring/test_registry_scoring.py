@@ -42,7 +42,11 @@ def champions(sqlite_uri):
                                 "dtype": "bf16"},
                "attn_decode": {"OPName": "attn_decode", "B": 2, "M": 1, "N": 64, "K": 64, "H": 4, "Hkv": 4,
                                "dtype": "bf16"},
-               "vec_half": {"OPName": "rmsnorm", "B": 64, "H": 512, "dtype": "bf16"}}
+               "vec_half": {"OPName": "rmsnorm", "B": 64, "H": 512, "dtype": "bf16"},
+               "moe": {"OPName": "moe", "tokens": 64, "hidden": 2048, "inter": 768, "topk": 8, "experts": 128,
+                       "moe_tp": 1, "moe_ep": 8, "dtype": "bf16"},
+               "mla_prefill": {"OPName": "mla_prefill", "B": 1, "M": 64, "N": 64, "H": 16, "dtype": "bf16"},
+               "mla_decode": {"OPName": "mla_decode", "B": 8, "M": 1, "N": 512, "H": 16, "dtype": "bf16"}}
     with mlflow.start_run(experiment_id=ensure_experiment("scoring-test")):  # artifacts inside the store
         for fam in FAMILIES:
             mv = log_predictor(fit_predictor("roofline", fam, pd.DataFrame()),
