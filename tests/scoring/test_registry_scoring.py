@@ -12,10 +12,10 @@ from distributed import Client, LocalCluster
 from tilecast.scoring.engine import score_cells
 from tilecast.scoring.graphs import build_graphs, dedupe_ops
 from tilecast.scoring.matrix import GRAPH_KEYS, expand, load_matrix
-from tilecast.scoring.predictors import PredictorSource, latency_chunk, resolve_source
+from tilecast.scoring.predictors import _PROBE_ROWS, PredictorSource, latency_chunk, resolve_source
 from tilecast.scoring.pricing import load_pricing
 from tilecast.scoring.schema import conform
-from tilecast.tiles.ops import FAMILIES, FP32_FAMILIES
+from tilecast.tiles.ops import FAMILIES, FP32_FAMILIES, MOE_MLA_FAMILIES
 
 
 def distinct_ops_of(cells):
@@ -43,10 +43,7 @@ def champions(sqlite_uri):
                "attn_decode": {"OPName": "attn_decode", "B": 2, "M": 1, "N": 64, "K": 64, "H": 4, "Hkv": 4,
                                "dtype": "bf16"},
                "vec_half": {"OPName": "rmsnorm", "B": 64, "H": 512, "dtype": "bf16"},
-               "moe": {"OPName": "moe", "tokens": 64, "hidden": 2048, "inter": 768, "topk": 8, "experts": 128,
-                       "moe_tp": 1, "moe_ep": 8, "dtype": "bf16"},
-               "mla_prefill": {"OPName": "mla_prefill", "B": 1, "M": 64, "N": 64, "H": 16, "dtype": "bf16"},
-               "mla_decode": {"OPName": "mla_decode", "B": 8, "M": 1, "N": 512, "H": 16, "dtype": "bf16"}}
+               **{fam: _PROBE_ROWS[fam] for fam in MOE_MLA_FAMILIES}}  # their own dims
     with mlflow.start_run(experiment_id=ensure_experiment("scoring-test")):  # artifacts inside the store
         for fam in FAMILIES:
             mv = log_predictor(fit_predictor("roofline", fam, pd.DataFrame()),
