@@ -13,6 +13,7 @@ NEUSIGHT_DIR = DATA_DIR / "neusight"
 NEUSIGHT_AMD_DIR = DATA_DIR / "neusight_amd"
 AICONFIGURATOR_DIR = DATA_DIR / "aiconfigurator"
 VIDUR_DIR = DATA_DIR / "vidur"
+LLM_FOUNDRY_DIR = DATA_DIR / "llm_foundry"
 MLRUNS_DIR = ROOT / "mlruns"
 
 
