@@ -212,41 +212,35 @@ def train_memory(run: TrainRun, gpu: GpuSpec, shape: RankShape | None = None) ->
     return TrainMemory(weights, working, grads, optimizer, activations, transient, reserve, gpu.mem_gb * GIB)
 
 
-#: the single changes :func:`fitting_change` tries, cheapest first: shard more, checkpoint, smaller
-#: micro-batches (the global batch kept), tensor parallel inside the node, more GPUs
-def _changes(run: TrainRun) -> list[tuple[str, Callable[[], TrainRun]]]:
-    out: list[tuple[str, Callable[[], TrainRun]]] = []
-    levels = [lv for lv in SHARDING_LEVELS[:4] if SHARDING_LEVELS.index(lv) > SHARDING_LEVELS.index(
-        run.sharding if run.sharding != "hybrid" else "zero3")]
-    for lv in levels:
-        out.append((f"sharding={lv}", lambda lv=lv: run.with_(sharding=lv)))
-    for ck in ("selective", "full"):
-        if ("none", "selective", "full").index(ck) > ("none", "selective", "full").index(run.activation_checkpointing):
-            out.append((f"activation_checkpointing={ck}", lambda ck=ck: run.with_(activation_checkpointing=ck)))
-    if run.sharding not in ("zero3", "hybrid") and run.activation_checkpointing != "full":
-        out.append(("sharding=zero3 activation_checkpointing=full",
-                    lambda: run.with_(sharding="zero3", activation_checkpointing="full")))
-    mb = run.micro_batch // 2
-    while mb >= 1:
-        out.append((f"micro_batch={mb} (grad_accum x{run.micro_batch // mb})",
-                    lambda mb=mb: run.with_(micro_batch=mb, global_batch=run.global_batch)))
-        mb //= 2
-    for tp in (2, 4, 8):
-        if tp > run.tp and tp <= run.gpus_per_node:
-            out.append((f"tp={tp}", lambda tp=tp: run.with_(tp=tp, global_batch=None,
-                                                            grad_accum=run.grad_accum)))
-    for factor in (2, 4, 8, 16):
-        out.append((f"n_gpus={run.n_gpus * factor} ({factor}x GPUs)",
-                    lambda f=factor: _more_gpus(run, f)))
-    return out
-
-
+#: what :func:`fitting_change` changes, cheapest first: shard more, checkpoint, smaller micro-batches (the global
+#: batch kept), tensor parallel inside the node, more GPUs
 CHANGES = ("sharding", "activation_checkpointing", "micro_batch", "tp", "n_gpus")
 
 
+def _steps(run: TrainRun) -> list[tuple[str, Callable[[TrainRun], TrainRun]]]:
+    """Single changes of ``run`` in :data:`CHANGES` order, as (label, apply)."""
+    out: list[tuple[str, Callable[[TrainRun], TrainRun]]] = []
+    current = SHARDING_LEVELS.index("zero3" if run.sharding == "hybrid" else run.sharding)
+    for lv in SHARDING_LEVELS[current + 1:4]:
+        out.append((f"sharding={lv}", lambda r, lv=lv: r.with_(sharding=lv)))
+    order = ("none", "selective", "full")
+    for ck in order[order.index(run.activation_checkpointing) + 1:]:
+        out.append((f"activation_checkpointing={ck}", lambda r, ck=ck: r.with_(activation_checkpointing=ck)))
+    mb = run.micro_batch // 2
+    while mb >= 1:
+        out.append((f"micro_batch={mb}", lambda r, mb=mb: r.with_(micro_batch=mb, global_batch=r.global_batch)))
+        mb //= 2
+    for tp in (2, 4, 8):
+        if run.tp < tp <= run.gpus_per_node:
+            out.append((f"tp={tp}", lambda r, tp=tp: r.with_(tp=tp, global_batch=None, grad_accum=r.grad_accum)))
+    for factor in (2, 4, 8, 16):
+        out.append((f"n_gpus={run.n_gpus * factor} ({factor}x GPUs)", lambda r, f=factor: _more_gpus(r, f)))
+    return out
+
+
 def _more_gpus(run: TrainRun, factor: int) -> TrainRun:
-    """``factor`` x GPUs, the global batch kept where it splits, else the gradient accumulation kept; with
-    ZeRO-3 if nothing was sharded (more GPUs only help memory when something is split)."""
+    """``factor`` x GPUs, the global batch kept where it splits, else the gradient accumulation kept; ZeRO-3 where
+    nothing was sharded (more GPUs only help memory when something is split)."""
     sharding = run.sharding if run.sharding != "none" else "zero3"
     try:
         return run.with_(n_gpus=run.n_gpus * factor, global_batch=run.global_batch, sharding=sharding)
@@ -264,15 +258,31 @@ class FitAdvice:
 
 
 def fitting_change(run: TrainRun, gpu: GpuSpec) -> FitAdvice:
-    """The first change of :func:`_changes` whose run fits on ``gpu`` (memory only: no forecast)."""
-    for label, make in _changes(run):
+    """The smallest change that makes ``run`` fit on ``gpu`` (memory only, no forecast): the first single change
+    of :func:`_steps` that fits; else the cheapest changes together (greedily, in :data:`CHANGES` order, each kept
+    only while it lowers the memory) until the run fits."""
+    steps = _steps(run)
+    for label, apply in steps:
         try:
-            candidate = make()
+            candidate = apply(run)
         except TrainRunError:
             continue
         mem = train_memory(candidate, gpu)
         if mem.fits:
             return FitAdvice(label, candidate, mem)
+    current, labels, best = run, [], train_memory(run, gpu).total_bytes
+    for label, apply in steps:
+        try:
+            candidate = apply(current)
+        except TrainRunError:
+            continue
+        mem = train_memory(candidate, gpu)
+        if mem.total_bytes >= best:
+            continue
+        current, best = candidate, mem.total_bytes
+        labels = [lab for lab in labels if lab.split("=")[0] != label.split("=")[0]] + [label]
+        if mem.fits:
+            return FitAdvice(" ".join(labels), current, mem)
     return FitAdvice(None, None, None)
 
 

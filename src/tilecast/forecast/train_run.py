@@ -387,7 +387,8 @@ class TrainRunForecast:
         return out
 
     def describe(self, train_tokens: float | None = None) -> str:
-        """Lines for people: step, throughput, MFU, where the time goes, collectives, memory, fit, cost."""
+        """Lines for people: step, throughput, MFU, where the time goes, collectives, memory, fit, cost (not the
+        notes: the caller prints them with its own)."""
         p, m = self.parts, self.memory.as_gib()
         lines = [f"{self.run.describe()} on {self.gpu}",
                  f"  step {self.step_s:.3f} s   {self.tokens_per_s_per_gpu:,.0f} tokens/s/GPU   "
@@ -413,7 +414,6 @@ class TrainRunForecast:
             if train_tokens:
                 cost += f"; {train_tokens:.3g} tokens in {self.days_to_train(train_tokens):,.2f} days"
             lines.append(cost)
-        lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
