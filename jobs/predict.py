@@ -30,6 +30,7 @@ def main(cfg: DictConfig) -> None:
         raise ValueError(f"gpu=<key|device name> is required; known: {', '.join(sorted(all_gpus()))}")
     for key in needed + (("tp", "concurrency", "pp") if cfg.mode == "serve" else ()):
         int_setting(cfg, key)
+    run = train_run_spec(cfg, model) if cfg.mode == "train_run" else None  # a bad run fails before the imports
     from tilecast.registry.forecaster import predict_workload
     from tilecast.registry.tracking import configure
     from tilecast.scoring.matrix import n_gpus_of
@@ -41,8 +42,8 @@ def main(cfg: DictConfig) -> None:
         configure(cfg.mlflow.tracking_uri)
     if cfg.mode == "serve":
         return serve(cfg, model, gpu)
-    if cfg.mode == "train_run":
-        return train_run(cfg, model, gpu)
+    if run is not None:
+        return train_run(cfg, run, gpu)
     batch, seq_len = int_setting(cfg, "batch"), int_setting(cfg, "seq_len")
     fc, record = predict_workload(model, gpu, batch, seq_len, str(cfg.mode), cfg.parallel, bool(cfg.fused),
                                   str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate), dtype=_dtype(cfg),
@@ -91,11 +92,8 @@ def _optional_int(cfg: DictConfig, key: str) -> int | None:
     return None if cfg.get(key) is None else int_setting(cfg, key)
 
 
-def train_run(cfg: DictConfig, model, gpu) -> None:
-    """``mode=train_run``: a training run at scale (step, tokens/s per GPU, MFU, memory and fit, collectives, cost)."""
-    from tilecast.forecast.train_run import forecast_train_run
-    from tilecast.registry.forecaster import predictor_source
-    from tilecast.scoring.pricing import load_pricing
+def train_run_spec(cfg: DictConfig, model):
+    """The :class:`~tilecast.specs.train_run.TrainRun` of ``mode=train_run``'s settings (named errors: exit 2)."""
     from tilecast.specs.train_run import TrainRun
 
     if cfg.get("micro_batch") is None:
@@ -104,13 +102,22 @@ def train_run(cfg: DictConfig, model, gpu) -> None:
     if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int | float) or tokens <= 0):
         raise ValueError(f"train_tokens must be a positive number of tokens (e.g. 1e12), got {tokens!r}")
     optimizer = cfg.get("optimizer") or "adamw"
-    run = TrainRun(model, int_setting(cfg, "seq_len"), int_setting(cfg, "micro_batch"), int_setting(cfg, "n_gpus"),
-                   grad_accum=_optional_int(cfg, "grad_accum"), global_batch=_optional_int(cfg, "global_batch"),
-                   gpus_per_node=int_setting(cfg, "gpus_per_node"), dtype=_dtype(cfg), sharding=cfg.sharding,
-                   tp=int_setting(cfg, "tp"), pp=int_setting(cfg, "pp"), cp=int_setting(cfg, "cp"),
-                   pp_schedule=str(cfg.pp_schedule), activation_checkpointing=cfg.activation_checkpointing,
-                   optimizer=str(optimizer), lora_rank=int(cfg.lora_rank), lora_base_dtype=str(cfg.lora_base_dtype),
-                   grad_reduce_dtype=str(cfg.grad_reduce_dtype), network=cfg.get("network"))
+    return TrainRun(model, int_setting(cfg, "seq_len"), int_setting(cfg, "micro_batch"), int_setting(cfg, "n_gpus"),
+                    grad_accum=_optional_int(cfg, "grad_accum"), global_batch=_optional_int(cfg, "global_batch"),
+                    gpus_per_node=int_setting(cfg, "gpus_per_node"), dtype=_dtype(cfg), sharding=cfg.sharding,
+                    tp=int_setting(cfg, "tp"), pp=int_setting(cfg, "pp"), cp=int_setting(cfg, "cp"),
+                    pp_schedule=str(cfg.pp_schedule), activation_checkpointing=cfg.activation_checkpointing,
+                    optimizer=str(optimizer), lora_rank=int(cfg.lora_rank), lora_base_dtype=str(cfg.lora_base_dtype),
+                    grad_reduce_dtype=str(cfg.grad_reduce_dtype), network=cfg.get("network"))
+
+
+def train_run(cfg: DictConfig, run, gpu) -> None:
+    """``mode=train_run``: a training run at scale (step, tokens/s per GPU, MFU, memory and fit, collectives, cost)."""
+    from tilecast.forecast.train_run import forecast_train_run
+    from tilecast.registry.forecaster import predictor_source
+    from tilecast.scoring.pricing import load_pricing
+
+    tokens = cfg.get("train_tokens")
     pricing = load_pricing(cfg.pricing)
     price = {gpu.key.split("+", 1)[0]: pricing.usd_per_gpu_hour(gpu.key.split("+", 1)[0])}
     predict, versions = predictor_source(str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate))

@@ -136,6 +136,7 @@ class Family:
     kv_heads: str | None = None  # GQA: config key of the key/value head count
     head_dim: str | None = None
     default_head_dim: int | None = None
+    builder_keys: tuple[str, ...] = ()  # config keys the graph builder reads itself (a what-if may add them)
 
 
 def _read_gpt2(c: Mapping[str, Any], h: int) -> dict[str, Any]:
@@ -215,7 +216,8 @@ FAMILIES: dict[str, Family] = {
                      read=_read_switch),
     "llama": Family(hidden="hidden_size", heads="num_attention_heads", kv_heads="num_key_value_heads",
                     head_dim="head_dim", read=_read_llama),
-    "mpt": Family(hidden="d_model", heads="n_heads", read=_read_mpt),
+    "mpt": Family(hidden="d_model", heads="n_heads", read=_read_mpt,
+                  builder_keys=("no_bias", "learned_pos_emb", "attn_config")),
 }
 
 
