@@ -28,6 +28,7 @@ smallest change that fits, in the order of :data:`CHANGES`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -80,10 +81,18 @@ class RankShape:
 
 
 def rank_shape(run: TrainRun) -> RankShape:
-    """:class:`RankShape` of a run's rank (two recorded blocks, or every block where they do not repeat)."""
-    from tilecast.forecast.train_graph import lora_tape, rank_workload
+    """:class:`RankShape` of a run's rank (two recorded blocks, or every block where they do not repeat); what
+    it depends on (model, sequence share, micro-batch, tp, LoRA, dtype) is computed once per process."""
+    return _rank_shape(run.model, run.seq_len // run.cp, run.micro_batch, run.tp, run.lora_rank, run.dtype)
 
-    wl = rank_workload(run)
+
+@functools.lru_cache(maxsize=256)
+def _rank_shape(model, seq_len: int, micro_batch: int, tp: int, lora_rank: int, dtype: str) -> RankShape:
+    from tilecast.forecast.train_graph import lora_tape
+    from tilecast.specs import Workload
+
+    run = _Shape(model, tp, lora_rank, dtype)
+    wl = Workload(model, micro_batch, seq_len, "training", dtype=dtype)
     blocks = 2 if scalable(wl.model) else wl.model.num_layers + wl.model.num_decoder_layers
     base = recorded(with_blocks(wl, blocks) if blocks == 2 else wl)
     sharded = tensor_parallel_tape(base, Parallel("tp", run.tp), run.model.vocab_size)[0] if run.tp > 1 else base
@@ -123,6 +132,16 @@ def rank_shape(run: TrainRun) -> RankShape:
         outside_saved=by_section["prologue"] + by_section["epilogue"], layer_input=layer_input,
         transient=float(max((working_set(n) for n in tape.nodes), default=0)),
         adapters_per_layer=trainable["layer"] / blocks if run.lora_rank else 0.0)
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The settings :func:`_rank_shape` reads besides the workload."""
+
+    model: object
+    tp: int
+    lora_rank: int
+    dtype: str
 
 
 @dataclass(frozen=True)
