@@ -5,7 +5,8 @@ llm-foundry counts, per token, ``2 N`` FLOPs of the parameters (a multiply-add p
 sequence), three times for forward + backward; activation checkpointing recomputes the forward once more,
 four times (HFU). ``N`` is every parameter of the model as trained (embeddings included, the learned
 position table as long as the run's sequences, a tied head once). MFU is those FLOPs at the measured
-tokens per second per GPU over the GPU's dense peak in the compute dtype. The formula is checked on every
+tokens per second per GPU over the GPU's dense bf16 peak (fp8 runs too; :func:`tilecast.forecast.train_run.
+mfu_peak_flops`). The formula is checked on every
 row of ``data/llm_foundry/mpt_training.csv`` against its own ``NumParams``, ``Throughput (T/s/GPU)``,
 ``Model TFLOP``, ``MFU`` and ``HFU`` columns (``tests/forecast/test_mfu.py``).
 """

@@ -303,6 +303,13 @@ def _tp_fw_share(mb: MicroBatchTimes) -> float:
     return 0.5 if mb.tp_layer else 0.0
 
 
+def mfu_peak_flops(gpu: GpuSpec, dtype: str) -> float:
+    """The peak MFU is measured against: the GPU's dense bf16 peak (as llm-foundry's tables count it, fp8 runs
+    included), else the peak of the dtype the linears run in."""
+    ref = "bf16" if gpu.supports("bf16") else op_dtype(dtype, "linear")
+    return gpu.peak_gflops(ref) * 1e9
+
+
 def model_params(run: TrainRun) -> float:
     """Parameters of the model as the run trains it (tied once, the position table at the run's length), the
     ``N`` of llm-foundry's MFU."""
@@ -480,7 +487,7 @@ def assemble(run: TrainRun, gpu: GpuSpec, mb: MicroBatchTimes, shape: RankShape 
     mem = train_memory(run, gpu, shape)
     n_params = model_params(run)
     spec = run.model
-    peak = gpu.peak_gflops(op_dtype(run.dtype, "linear")) * 1e9
+    peak = mfu_peak_flops(gpu, run.dtype)
     tps_gpu = run.tokens_per_step / (parts.step_ms / 1e3) / run.n_gpus
     mfu = utilisation_pct(tps_gpu, flops_per_token(n_params, shape.layers, spec.hidden_size, run.seq_len), peak)
     hfu = utilisation_pct(tps_gpu, hardware_flops_per_token(n_params, shape.layers, spec.hidden_size, run.seq_len,

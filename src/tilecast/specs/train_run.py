@@ -57,6 +57,7 @@ SHARDINGS: dict[str, str] = {
     "zero2": "zero2", "shard_grad_op": "zero2",
     "zero3": "zero3", "fsdp": "zero3", "fsdp_full": "zero3", "full_shard": "zero3",
     "hybrid": "hybrid", "hybrid_shard": "hybrid", "hsdp": "hybrid",
+    "_hybrid_shard_zero2": "hybrid",  # FSDP's ZeRO-2 inside a node: modelled as hybrid (weights gathered in backward)
 }
 #: the canonical strategies, least sharded first
 SHARDING_LEVELS = ("none", "zero1", "zero2", "zero3", "hybrid")
