@@ -1,7 +1,8 @@
 """MosaicML MPT decoders as llm-foundry trains them (``MPTForCausalLM``, ``attn_impl: flash``).
 
-Per block: LayerNorm, one fused ``Wqkv`` projection, attention, ``out_proj``, residual add, LayerNorm, the
-``up_proj`` -> GELU -> ``down_proj`` MLP, residual add. Dropouts are 0 in MPTConfig (no kernel). Options read
+Per block: LayerNorm, one fused ``Wqkv`` projection (split into q, k, v by views: no kernel), attention,
+``out_proj``, residual add, LayerNorm, the ``up_proj`` -> GELU -> ``down_proj`` MLP, residual add. Dropouts
+are 0 in MPTConfig (no kernel). Options read
 from the model's config (MPTConfig's defaults in brackets): ``no_bias`` [false] drops every linear and norm
 bias; ``learned_pos_emb`` [true] adds a learned position table (a gather and an add); ``attn_config.alibi``
 [false] biases the scores instead (no kernel of its own: the attention kernel adds it). The LM head is the
@@ -42,7 +43,7 @@ def attention(c: Ctx, x: Tensor) -> Tensor:
     T, S, H, nh, hd = c.tokens, c.seq, s.hidden_size, s.num_heads, s.head_dim
     bias = biased(c)
     qkv = t.linear("attn.Wqkv", x, T, H, 3 * H, bias=bias)
-    q, k, v = (t.mem(f"attn.split.{p}", [Tensor(qkv.node, T * H)], T * H, alias=True) for p in "qkv")
+    q = k = v = Tensor(qkv.node, T * H)  # qkv.chunk(3): views, no kernel; each a third of the fused output
     if c.fused_attention:
         q, k, v = (t.mem(f"attn.unpad.{n}", [x_], T * H) for n, x_ in zip("qkv", (q, k, v), strict=True))
         ctx = t.attention("attn.flash", q, k, v, c.batch, S, S + c.cached, nh, nh, hd)
