@@ -106,10 +106,11 @@ def table(rows: list[dict]) -> str:
             ("distinct_ops", "{:,}"), ("wall_s", "{:.1f}"), ("cpu_s", "{:.0f}"), ("total_s", "{:.1f}"),
             ("cells_per_s", "{:,.0f}"),
             ("cluster_s", "{:.1f}"), ("graphs_s", "{:.1f}"), ("predict_s", "{:.1f}"), ("aggregate_s", "{:.2f}"),
-            ("write_s", "{:.2f}"), ("client_rss_mb", "{:,.0f}"), ("tree_rss_mb", "{:,.0f}"), ("load", "{}")]
+            ("train_runs_s", "{:.2f}"), ("write_s", "{:.2f}"), ("client_rss_mb", "{:,.0f}"),
+            ("tree_rss_mb", "{:,.0f}"), ("load", "{}")]
     out = ["| " + " | ".join(c for c, _ in cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        out.append("| " + " | ".join(f.format(r[c]) for c, f in cols) + " |")
+        out.append("| " + " | ".join(f.format(r.get(c, 0)) for c, f in cols) + " |")  # train_runs_s: 0 without
     return "\n".join(out)
 
 

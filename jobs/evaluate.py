@@ -1,5 +1,5 @@
-"""Accuracy on measured labels: ``python jobs/evaluate.py [labels_dir=<dir>] [alias=champion] [output=<csv>]``
-(see conf/evaluate.yaml)."""
+"""Accuracy on measured labels: ``python jobs/evaluate.py [labels_dir=<dir>] [alias=champion] [output=<csv>]``,
+serving runs (``serving=<csv>``) or training runs (``training_runs=<csv>``); see conf/evaluate.yaml."""
 
 from __future__ import annotations
 
@@ -31,8 +31,12 @@ def main(cfg: DictConfig) -> None:
                                   experiment=cfg.mlflow.experiment, interval_level=cfg.get("interval_level"),
                                   calibration_margin_pct=cfg.calibration_margin_pct)
     uri = configure(cfg.mlflow.tracking_uri)
+    if cfg.serving and cfg.get("training_runs"):
+        raise ValueError("give serving=<csv> or training_runs=<csv>, not both")
     if cfg.serving:
         return serving(cfg, uri)
+    if cfg.get("training_runs"):
+        return training_runs(cfg, uri)
     result = evaluate(settings)
     out = output_file(cfg.output) or Path(HydraConfig.get().runtime.output_dir) / "evaluation.csv"
     write_table(result.table, out)
@@ -62,6 +66,27 @@ def serving(cfg: DictConfig, uri: str) -> None:
     if "ape_ttft_pct" in table:
         print(serving_summary(table).to_string(index=False))
     print(f"{int((errors == '').sum())} of {len(table)} rows forecast -> {out}; MLflow run {run_id} at {uri}")
+
+
+def training_runs(cfg: DictConfig, uri: str) -> None:
+    """``training_runs=<csv|parquet>``: forecast every run (GPU from ``GPU`` / ``section``, model from ``Model``)."""
+    from tilecast.evaluation.training_runs import evaluate_training_runs, training_summary
+    from tilecast.io import read_table, write_table
+    from tilecast.pipelines.evaluate import log_training_evaluation
+    from tilecast.registry.forecaster import predictor_source
+
+    rows = read_table(resolve(cfg.training_runs))
+    out = output_file(cfg.output) or Path(HydraConfig.get().runtime.output_dir) / "training_runs.csv"
+    predict, versions = predictor_source(str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate))
+    table = evaluate_training_runs(rows, predict)
+    write_table(table, out)
+    run_id = log_training_evaluation(table, versions, cfg.mlflow.experiment, OmegaConf.to_yaml(cfg, resolve=True))
+    errors = table["error"].fillna("")
+    for reason, n in errors[errors != ""].value_counts().items():
+        print(f"{n} rows not forecast: {reason}")
+    if "ape_tokens_per_s_per_gpu_pct" in table:
+        print(training_summary(table).to_string(index=False))
+    print(f"{int((errors == '').sum())} of {len(table)} training runs forecast -> {out}; MLflow run {run_id} at {uri}")
 
 
 if __name__ == "__main__":

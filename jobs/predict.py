@@ -1,5 +1,7 @@
 """Forecast one workload: ``python jobs/predict.py model=<key> gpu=<key> batch=<n> seq_len=<n> mode=<mode>
-[dtype=bf16] [parallel=dp4] [fused=true] [alias=champion] [output=<json>]`` (see conf/predict.yaml)."""
+[dtype=bf16] [parallel=dp4] [fused=true] [alias=champion] [output=<json>]``, a serving configuration
+(``mode=serve``) or a training run at scale (``mode=train_run n_gpus=... micro_batch=... global_batch=...
+sharding=... activation_checkpointing=...``); see conf/predict.yaml."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ def main(cfg: DictConfig) -> None:
     """Check the settings first (exit 2 naming a bad one), then load the predictors (MLflow) and forecast."""
     model, gpu = model_from_cfg(cfg.get("model")), gpu_from_cfg(cfg.get("gpu"))
     output_file(cfg.output)
-    needed = ("isl", "osl") if cfg.mode == "serve" else ("batch", "seq_len")
+    needed = {"serve": ("isl", "osl"), "train_run": ("seq_len",)}.get(str(cfg.mode), ("batch", "seq_len"))
     missing = [k for k in needed if OmegaConf.is_missing(cfg, k)]
     if missing:
         raise ValueError(f"{' and '.join(f'{k}=<n>' for k in missing)} required")
@@ -28,6 +30,7 @@ def main(cfg: DictConfig) -> None:
         raise ValueError(f"gpu=<key|device name> is required; known: {', '.join(sorted(all_gpus()))}")
     for key in needed + (("tp", "concurrency", "pp") if cfg.mode == "serve" else ()):
         int_setting(cfg, key)
+    run = train_run_spec(cfg, model) if cfg.mode == "train_run" else None  # a bad run fails before the imports
     from tilecast.registry.forecaster import predict_workload
     from tilecast.registry.tracking import configure
     from tilecast.scoring.matrix import n_gpus_of
@@ -39,9 +42,11 @@ def main(cfg: DictConfig) -> None:
         configure(cfg.mlflow.tracking_uri)
     if cfg.mode == "serve":
         return serve(cfg, model, gpu)
+    if run is not None:
+        return train_run(cfg, run, gpu)
     batch, seq_len = int_setting(cfg, "batch"), int_setting(cfg, "seq_len")
     fc, record = predict_workload(model, gpu, batch, seq_len, str(cfg.mode), cfg.parallel, bool(cfg.fused),
-                                  str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate), dtype=str(cfg.dtype),
+                                  str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate), dtype=_dtype(cfg),
                                   interval_level=cfg.get("interval_level"))
     print(fc.describe())
     print(f"  {100 * record['interval_level']:.0f}% interval {record['pred_lo_ms']:.3f} - {record['pred_hi_ms']:.3f} ms"
@@ -67,12 +72,61 @@ def serve(cfg: DictConfig, model, gpu) -> None:
     from tilecast.scoring.pricing import load_pricing
 
     tp, isl, osl, concurrency, pp = (int_setting(cfg, k) for k in ("tp", "isl", "osl", "concurrency", "pp"))
-    sw = ServeWorkload(model, str(cfg.dtype), tp, isl, osl, concurrency, pp)
+    sw = ServeWorkload(model, _dtype(cfg), tp, isl, osl, concurrency, pp)
     fc, record = predict_serve(sw, gpu, str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
                                load_pricing(cfg.pricing), interval_level=cfg.get("interval_level"))
     print(fc.describe())
     print(f"  cost {record['usd_per_1m_output_tokens']:.3f} USD per 1M output tokens "
           f"({record['usd_per_gpu_hour']:.2f} USD per GPU-hour, conf/pricing)")
+    _finish(cfg, record)
+
+
+def _dtype(cfg: DictConfig) -> str:
+    """The workload dtype: as given, else fp32 (amp_bf16 for a training run)."""
+    if cfg.get("dtype") is not None:
+        return str(cfg.dtype)
+    return "amp_bf16" if cfg.mode == "train_run" else "fp32"
+
+
+def _optional_int(cfg: DictConfig, key: str) -> int | None:
+    return None if cfg.get(key) is None else int_setting(cfg, key)
+
+
+def train_run_spec(cfg: DictConfig, model):
+    """The :class:`~tilecast.specs.train_run.TrainRun` of ``mode=train_run``'s settings (named errors: exit 2)."""
+    from tilecast.specs.train_run import TrainRun
+
+    if cfg.get("micro_batch") is None:
+        raise ValueError("micro_batch=<n> required (sequences per micro-batch per data-parallel rank)")
+    tokens = cfg.get("train_tokens")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int | float) or tokens <= 0):
+        raise ValueError(f"train_tokens must be a positive number of tokens (e.g. 1e12), got {tokens!r}")
+    optimizer = cfg.get("optimizer") or "adamw"
+    return TrainRun(model, int_setting(cfg, "seq_len"), int_setting(cfg, "micro_batch"), int_setting(cfg, "n_gpus"),
+                    grad_accum=_optional_int(cfg, "grad_accum"), global_batch=_optional_int(cfg, "global_batch"),
+                    gpus_per_node=int_setting(cfg, "gpus_per_node"), dtype=_dtype(cfg), sharding=cfg.sharding,
+                    tp=int_setting(cfg, "tp"), pp=int_setting(cfg, "pp"), cp=int_setting(cfg, "cp"),
+                    pp_schedule=str(cfg.pp_schedule), activation_checkpointing=cfg.activation_checkpointing,
+                    optimizer=str(optimizer), lora_rank=int(cfg.lora_rank), lora_base_dtype=str(cfg.lora_base_dtype),
+                    grad_reduce_dtype=str(cfg.grad_reduce_dtype), network=cfg.get("network"))
+
+
+def train_run(cfg: DictConfig, run, gpu) -> None:
+    """``mode=train_run``: a training run at scale (step, tokens/s per GPU, MFU, memory and fit, collectives, cost)."""
+    from tilecast.forecast.train_run import forecast_train_run
+    from tilecast.registry.forecaster import predictor_source
+    from tilecast.scoring.pricing import load_pricing
+
+    tokens = cfg.get("train_tokens")
+    pricing = load_pricing(cfg.pricing)
+    price = {gpu.key.split("+", 1)[0]: pricing.usd_per_gpu_hour(gpu.key.split("+", 1)[0])}
+    predict, versions = predictor_source(str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate))
+    fc = forecast_train_run(run, gpu, predict, pricing=price)
+    print(fc.describe(tokens))
+    record = {**fc.to_dict(tokens), "forecaster": str(cfg.forecaster),
+              "alias": str(cfg.alias) if cfg.forecaster == "registry" else None,
+              "versions": {f: str(v) for f, v in versions.items()},
+              "notes": [*fc.notes, *getattr(predict, "notes", [])]}
     _finish(cfg, record)
 
 

@@ -14,6 +14,7 @@ NEUSIGHT_AMD_DIR = DATA_DIR / "neusight_amd"
 AICONFIGURATOR_DIR = DATA_DIR / "aiconfigurator"
 AICONFIGURATOR_MOE_DIR = DATA_DIR / "aiconfigurator_moe"
 VIDUR_DIR = DATA_DIR / "vidur"
+LLM_FOUNDRY_DIR = DATA_DIR / "llm_foundry"
 MLRUNS_DIR = ROOT / "mlruns"
 
 

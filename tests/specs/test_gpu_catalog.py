@@ -156,15 +156,21 @@ def test_every_systems_name_resolves(system):
     assert system == g.key or system in g.aliases
 
 
+#: llm-foundry's benchmark tables' GPU names (data/llm_foundry; h100_80gb names its held-back H100 tables)
+LLM_FOUNDRY_GPUS = {"a100_80gb": "a100_sxm4_80gb", "a100_40gb": "a100_sxm4_40gb", "h100_80gb": "h100_sxm_80gb"}
+
+
 def test_aliases_name_only_systems_and_are_unique():
     claimed = [a for g in all_gpus().values() for a in g.aliases]
     assert len(claimed) == len(set(claimed))
-    assert set(claimed) <= set(SYSTEMS)
+    assert set(claimed) <= set(SYSTEMS) | set(LLM_FOUNDRY_GPUS)
+    for name, key in LLM_FOUNDRY_GPUS.items():
+        assert get_gpu(name).key == key
 
 
 def test_names_lists_every_lookup_name():
     g = get_gpu("h100_sxm_80gb")
-    assert g.names == ("h100_sxm_80gb", "NVIDIA H100 80GB HBM3", "NVIDIA_H100_80GB_HBM3", "h100_sxm")
+    assert g.names == ("h100_sxm_80gb", "NVIDIA H100 80GB HBM3", "NVIDIA_H100_80GB_HBM3", "h100_sxm", "h100_80gb")
     for name in g.names:
         assert get_gpu(name) is g
     assert get_gpu("l4").names == ("l4", "NVIDIA L4", "NVIDIA_L4")  # its alias is its key: listed once

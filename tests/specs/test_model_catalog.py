@@ -17,7 +17,9 @@ from tilecast.specs import SpecError, UnknownSpecError, all_models, get_model, l
 
 DATA_MODELS = ("bert_large", "bert", "gpt2_med", "gpt2_large", "gpt2_xl", "gpt3_xl", "gpt3_27", "gpt3_67",
                "gpt3_13", "opt", "opt_13", "switchxl4")
-PUBLISHED = ("llama2_7b", "llama3_8b", "mistral_7b", "llama31_8b", "llama31_70b", "qwen3_32b")
+PUBLISHED = ("llama2_7b", "llama3_8b", "mistral_7b", "llama31_8b", "llama31_70b", "llama31_405b", "qwen3_32b")
+#: llm-foundry's MPT sizes (the architectures of data/llm_foundry's training runs)
+MPT = tuple(f"mpt_{s}" for s in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b", "70b"))
 
 # key: (family, hidden, layers, heads, kv heads, head dim, intermediate, vocab, max positions, activation)
 EXPECTED = {
@@ -35,13 +37,17 @@ EXPECTED = {
     "llama31_8b": ("llama", 4096, 32, 32, 8, 128, 14336, 128256, 131072, "silu"),
     "llama31_70b": ("llama", 8192, 80, 64, 8, 128, 28672, 128256, 131072, "silu"),
     "qwen3_32b": ("llama", 5120, 64, 64, 8, 128, 25600, 151936, 40960, "silu"),  # explicit head_dim: 64 x 128 > 5120
+    "llama31_405b": ("llama", 16384, 126, 128, 8, 128, 53248, 128256, 131072, "silu"),
+    "mpt_7b": ("mpt", 4096, 32, 32, 32, 128, 16384, 50368, 2048, "gelu"),
+    "mpt_30b": ("mpt", 7168, 48, 56, 56, 128, 28672, 50368, 2048, "gelu"),
+    "mpt_125m": ("mpt", 768, 12, 12, 12, 64, 3072, 50368, 2048, "gelu"),
 }
 
 SHIPPED = sorted((CONF_DIR / "model").glob("*.yaml"))
 
 
 def test_catalog_holds_the_data_and_published_models():
-    assert set(all_models()) == set(DATA_MODELS) | set(PUBLISHED)
+    assert set(all_models()) == set(DATA_MODELS) | set(PUBLISHED) | set(MPT)
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
@@ -71,7 +77,7 @@ def test_family_specific_fields():
     for key in PUBLISHED:
         m = get_model(key)
         assert (m.norm, m.gated_mlp, m.tie_word_embeddings) == ("rmsnorm", True, False)
-    for key in DATA_MODELS:
+    for key in DATA_MODELS + MPT:
         assert get_model(key).tie_word_embeddings and not get_model(key).gated_mlp
 
 

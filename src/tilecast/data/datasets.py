@@ -16,6 +16,7 @@ from tilecast.data.amd import check_device_config, plan_amd
 from tilecast.data.graphs import plan_graphs
 from tilecast.data.kernels import plan_kernels
 from tilecast.data.labels import plan_labels
+from tilecast.data.llm_foundry import check_csv, check_yaml, plan_llm_foundry
 from tilecast.data.paper import plan_paper
 from tilecast.data.provenance import NEUSIGHT_TEXT, ProvenanceText
 from tilecast.data.tables import TableJob
@@ -163,6 +164,38 @@ NEUSIGHT_AMD_TEXT = ProvenanceText(
                "the `dims/` shape lists (see Left out).",
 )
 
+LLM_FOUNDRY_TEXT = ProvenanceText(
+    title="llm-foundry data",
+    about="MosaicML llm-foundry's published MPT training throughput\n"
+          "(mosaicml/llm-foundry @8c8dd48, the tables of scripts/train/benchmarking/README.md): whole training steps\n"
+          "of MPT 125M-70B on 8-512 A100-40GB / 80GB (FSDP, activation checkpointing, gradient accumulation).",
+    licence_title="Apache License 2.0",
+    copyright="Copyright (c) MosaicML (llm-foundry)",
+    conventions="""## Conventions
+
+- `mpt_training`: the csv's columns, names and order kept, typed (counts `int64`, throughput and utilisation
+  `float64`, flags `bool`). `section` names the cluster (A100 40GB or 80GB nodes of 8 GPUs joined by 1600 Gbps
+  RoCE); `GPU` is the table's short name (`a100_80gb`: the catalog's `a100_sxm4_80gb` alias); `Model` the MPT
+  size; `GlobalBatchSize` in sequences, `GlobalBatchSize (T)` in tokens; `Throughput` per second in sequences,
+  tokens and tokens per GPU; `MFU` / `HFU` in percent of 312 TFLOP/s; `Model TFLOP` per GPU per second;
+  `Precision` `amp_bf16` / `bf16`, `MP Mode` Composer's FSDP mixed precision (`DEFAULT` reduces in fp32, `PURE`
+  in bf16); `Sharding Strategy` FSDP's (`FULL_SHARD` = ZeRO-3); `NumParams` every parameter of the run's model.
+- Measured with Composer + PyTorch FSDP and flash attention, 12 steps after warm-up; a step is forward +
+  backward + optimizer (AdamW) over the global batch.
+- `mpt_training.csv` ships verbatim (`python jobs/evaluate.py training_runs=data/llm_foundry/mpt_training.csv`
+  reads it) and `yamls/mpt-*.yaml`, the architectures of the rows (copied to `conf/model/mpt_*.yaml`).
+- Rows are checked (columns present, counts > 0, throughput and utilisation > 0, `MicroBatchSize x GradAccum x
+  # GPUs = GlobalBatchSize`, an FSDP sharding strategy); a failing row is logged as `<file>:<line>: <reason>`,
+  left out of the table and listed below.
+""",
+    left_out="""## Left out
+
+- Rows that fail a check (listed below). `SOURCE.txt` (the commit, quoted above). Nothing else: the source
+  holds no H100 table (held back from this project).
+""",
+    files_note="`used: copied` marks the files shipped verbatim (the csv and\nthe architecture yamls).",
+)
+
 DATASETS: dict[str, Dataset] = {
     "neusight": Dataset("neusight", (plan_kernels, plan_labels, plan_graphs, plan_paper), NEUSIGHT_TEXT),
     "neusight_amd": Dataset("neusight_amd", (plan_amd,), NEUSIGHT_AMD_TEXT,
@@ -173,6 +206,10 @@ DATASETS: dict[str, Dataset] = {
     "vidur": Dataset("vidur", (plan_vidur,), VIDUR_TEXT, licence="../LICENSES/vidur-MIT.txt"),
     "aiconfigurator_moe": Dataset("aiconfigurator_moe", (plan_aiconfigurator_moe,), AICONFIGURATOR_MOE_TEXT,
                                   licence="../LICENSES/aiconfigurator-Apache-2.0.txt", licence_kind="Apache-2.0"),
+    "llm_foundry": Dataset("llm_foundry", (plan_llm_foundry,), LLM_FOUNDRY_TEXT,
+                           licence="LICENSE-llm-foundry-Apache-2.0.txt", licence_kind="Apache-2.0",
+                           copies=(Copy("mpt_training.csv", ".", check_csv),
+                                   Copy("yamls/mpt-*.yaml", "yamls", check_yaml))),
 }
 
 

@@ -2,8 +2,8 @@
 
 Layout: ``aiconfigurator/{gemm,context_attention,generation_attention,nccl,serving}.parquet`` and
 ``systems/*.yaml``; ``vidur/{mlp,network}.parquet``; ``neusight_amd/kernels/<op>.parquet`` and
-``devices/*.json``. Column meanings are in each folder's PROVENANCE.md. Integer columns that may be
-empty come back as pandas ``Int64`` (nullable).
+``devices/*.json``; ``llm_foundry/mpt_training.parquet``. Column meanings are in each folder's PROVENANCE.md.
+Integer columns that may be empty come back as pandas ``Int64`` (nullable).
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from tilecast.data.aiconfigurator import SERVING_TYPES
 from tilecast.data.aiconfigurator import TABLES as AICONFIGURATOR_TABLES
 from tilecast.data.aiconfigurator_moe import TABLES as AICONFIGURATOR_MOE_TABLES
 from tilecast.data.vidur import MLP_TYPES
-from tilecast.paths import AICONFIGURATOR_DIR, AICONFIGURATOR_MOE_DIR, NEUSIGHT_AMD_DIR, VIDUR_DIR
+from tilecast.paths import AICONFIGURATOR_DIR, AICONFIGURATOR_MOE_DIR, LLM_FOUNDRY_DIR, NEUSIGHT_AMD_DIR, VIDUR_DIR
 
 VIDUR_TABLES = ("mlp", "network")
+LLM_FOUNDRY_TABLES = ("mpt_training",)
 #: (dataset, table or table folder) -> integer columns that may be null, returned as ``Int64``.
 NULLABLE_INTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("vidur", "mlp"): tuple(c for c, t in MLP_TYPES.items() if t.nullable and pa.types.is_integer(t.arrow)),
@@ -87,6 +88,12 @@ def load_vidur(table: str = "mlp", root: str | os.PathLike | None = None) -> pd.
     """A Vidur table: ``mlp`` (per-op times in long form, with kernel dims) or ``network`` (collectives)."""
     _known("Vidur table", table, VIDUR_TABLES)
     return _read("vidur", VIDUR_DIR if root is None else Path(root), table)
+
+
+def load_llm_foundry(table: str = "mpt_training", root: str | os.PathLike | None = None) -> pd.DataFrame:
+    """llm-foundry's published MPT training runs (``mpt_training``: the csv's columns, typed)."""
+    _known("llm-foundry table", table, LLM_FOUNDRY_TABLES)
+    return _read("llm_foundry", LLM_FOUNDRY_DIR if root is None else Path(root), table)
 
 
 def amd_kernel_names(root: str | os.PathLike | None = None) -> list[str]:

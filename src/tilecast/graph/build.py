@@ -24,7 +24,7 @@ from tilecast.tiles.dtypes import HALF_DTYPES, op_dtype
 
 #: families whose blocks record identical kernels whatever their index (switch alternates sparse and
 #: dense blocks and sizes its router losses by the number of sparse blocks: recorded in full)
-REPEATING_FAMILIES = frozenset({"gpt2", "opt", "bert", "llama"})
+REPEATING_FAMILIES = frozenset({"gpt2", "opt", "bert", "llama", "mpt"})
 #: block counts recorded to scale from (first + last; first + middle + last)
 SHORT_BLOCKS = (2, 3)
 

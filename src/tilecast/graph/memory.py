@@ -106,6 +106,16 @@ def _working_set(node: Node) -> int:
     return sum(node.in_numels) + node.out_numel
 
 
+def saved_activations(tape: Tape) -> dict[int, int]:
+    """Producer node id -> elements of every activation a backward rule reads (what training keeps)."""
+    return _saved_tensors(tape)
+
+
+def working_set(node: Node) -> int:
+    """Elements one kernel touches: its inputs and its output (the transient peak on top of what is kept)."""
+    return _working_set(node)
+
+
 OPTIMIZERS = ("adamw", None)
 
 

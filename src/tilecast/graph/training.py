@@ -8,6 +8,7 @@ table top to bottom is reading the method:
 rule           backward ops
 =============  ==========================================================================
 linear         Linear(tokens, out, in) for dX and Linear(out, tokens, in) for dW
+linear_frozen  Linear(tokens, out, in) for dX only (a frozen weight: LoRA's base)
 bmm            BMM(b, m, k, n) and BMM(b, n, m, k)
 add / addu     one MEM of the output per tensor input (2 / 1)
 mul / div      the same VEC op once per tensor input (binary: 2; ``mulu``/``divu``: 1)
@@ -49,6 +50,7 @@ def _mem_per_input(n: Node) -> list[tuple]:
 BACKWARD: dict[str, Callable[[Node], list[tuple]]] = {
     "linear": lambda n: [("linear", (n.dims[0], n.dims[2], n.dims[1])),
                          ("linear", (n.dims[2], n.dims[0], n.dims[1]))],
+    "linear_frozen": lambda n: [("linear", (n.dims[0], n.dims[2], n.dims[1]))],
     "bmm": lambda n: [("bmm", (n.dims[0], n.dims[1], n.dims[3], n.dims[2])),
                       ("bmm", (n.dims[0], n.dims[2], n.dims[1], n.dims[3]))],
     "conv": lambda n: [("conv", (n.dims[0], n.dims[1], n.dims[3], n.dims[2])),

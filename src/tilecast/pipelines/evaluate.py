@@ -183,6 +183,28 @@ def report_lines(result: EvaluationResult) -> list[str]:
     return lines
 
 
+def log_training_evaluation(table: pd.DataFrame, versions: dict[str, str], experiment: str,
+                            config_yaml: str | None = None) -> str:
+    """One MLflow run: the training-run table, tokens/s per GPU and MFU APE per GPU (and overall), the versions."""
+    from tilecast.evaluation.training_runs import training_summary
+
+    with mlflow.start_run(experiment_id=ensure_experiment(experiment), run_name="evaluate-training-runs") as run:
+        log_lineage(config_yaml, job="evaluate", kind="training_runs")
+        mlflow.set_tags({f"tilecast.version.{f}": str(v) for f, v in versions.items()})
+        answered = int((table["error"].fillna("") == "").sum())
+        mlflow.log_params({"rows": len(table), "answered": answered})
+        metrics = {}
+        for row in training_summary(table).itertuples(index=False):
+            key = _metric_key(row.gpu_key)
+            metrics[f"tokens_mape_pct.{key}"] = row.tokens_mape_pct
+            metrics[f"tokens_worst_ape_pct.{key}"] = row.tokens_worst_ape_pct
+            metrics[f"mfu_mape_pct.{key}"] = row.mfu_mape_pct
+        mlflow.log_metrics({k: float(v) for k, v in metrics.items() if np.isfinite(v)})
+        mlflow.log_table(table.astype({c: str for c in table.columns if table[c].dtype == object}),
+                         "evaluation/training_runs.json")
+        return run.info.run_id
+
+
 def log_serving_evaluation(table: pd.DataFrame, versions: dict[str, str], experiment: str,
                            config_yaml: str | None = None) -> str:
     """One MLflow run: the forecast table, TTFT / TPOT MAPE per system and backend, the versions used."""

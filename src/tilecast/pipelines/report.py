@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tilecast.pipelines.score import PRICING_CSV, RUN_JSON, read_run, read_serve
+from tilecast.pipelines.score import PRICING_CSV, RUN_JSON, read_run, read_serve, read_train
 from tilecast.reports.build import ReportSettings, build_report, fit_blocks
 from tilecast.reports.diff import RunDiff, compare_runs
 from tilecast.reports.fleet import Fleet
@@ -65,7 +65,8 @@ def write_report_into(directory: Path, store: RunStore, date: str, settings: Rep
             log.warning("memory check skipped: %s", exc)
     pricing = pd.read_csv(directory / PRICING_CSV) if (directory / PRICING_CSV).exists() else None
     md, html = build_report(directory, scores, meta, settings, fleet, diff, blocks, pricing,
-                            serve=read_serve(directory), previous_serve=read_serve(store.root / prev) if prev else None)
+                            serve=read_serve(directory), previous_serve=read_serve(store.root / prev) if prev else None,
+                            train=read_train(directory))
     return md, html, diff, fit_summary
 
 

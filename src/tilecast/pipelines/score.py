@@ -2,6 +2,8 @@
 
 Files of a run directory: ``scores.parquet`` (one row per cell, :mod:`tilecast.scoring.schema`),
 ``serve_scores.parquet`` (one row per serve cell, when the matrix has a ``serve`` section),
+``train_scores.parquet`` (one row per training run, when it has a ``train_runs`` section,
+:mod:`tilecast.scoring.train_runs`),
 ``run.json`` (what ran: matrix, predictor versions, pricing, fit policy, timings) and ``pricing.csv``
 (the prices used, with source and date).
 """
@@ -26,17 +28,27 @@ from tilecast.paths import ROOT
 from tilecast.scoring.cluster import DaskConfig, dask_client
 from tilecast.scoring.engine import ScoreStats, score_grid
 from tilecast.scoring.graph_cache import GraphCache
-from tilecast.scoring.matrix import BYTES_PER_CELL, Matrix, check_size, expand, expand_serve, load_matrix
+from tilecast.scoring.matrix import (
+    BYTES_PER_CELL,
+    Matrix,
+    check_size,
+    expand,
+    expand_serve,
+    expand_train_runs,
+    load_matrix,
+)
 from tilecast.scoring.metrics import FitPolicy
 from tilecast.scoring.predictors import PredictorSource, families_for, resolve_source
 from tilecast.scoring.pricing import Pricing, load_pricing
 from tilecast.scoring.schema import conform, conform_serve, read_scores
 from tilecast.scoring.store import RunStore, run_date
+from tilecast.scoring.train_runs import conform_train
 
 log = logging.getLogger(__name__)
 
 SCORES = "scores.parquet"
 SERVE_SCORES = "serve_scores.parquet"
+TRAIN_SCORES = "train_scores.parquet"
 RUN_JSON = "run.json"
 PRICING_CSV = "pricing.csv"
 
@@ -81,6 +93,7 @@ class Prepared:
     source: PredictorSource
     date: str
     serve_cells: pd.DataFrame | None = None  # the matrix's serve section, None without one
+    train_cells: pd.DataFrame | None = None  # the matrix's train_runs section, None without one
 
 
 @dataclass(frozen=True)
@@ -92,6 +105,7 @@ class ScoreRun:
     stats: ScoreStats
     meta: dict[str, Any]
     serve: pd.DataFrame | None = None  # the serve table, None without serve cells
+    train: pd.DataFrame | None = None  # the training-run table, None without training-run cells
 
 
 def under_ci() -> bool:
@@ -120,16 +134,19 @@ def prepare(settings: ScoreSettings) -> Prepared:
     matrix = load_matrix(settings.matrix)
     check_size(matrix, settings.max_cells)
     pricing = load_pricing(settings.pricing)
-    pricing.require(matrix.gpus + (matrix.serve.gpus if matrix.serve else ()))
+    pricing.require(matrix.gpus + (matrix.serve.gpus if matrix.serve else ())
+                    + (matrix.train_runs.gpus if matrix.train_runs else ()))
     cells = expand(matrix)
     serve_cells = expand_serve(matrix) if matrix.serve is not None else None
+    train_cells = expand_train_runs(matrix) if matrix.train_runs is not None else None
     n = len(cells) + (len(serve_cells) if serve_cells is not None else 0)
     log.info("matrix %s: %d cells%s, about %.1f GiB to score", matrix.name, len(cells),
                 f" and {len(serve_cells)} serve cells" if serve_cells is not None else "", n * BYTES_PER_CELL / 2**30)
-    dtypes = matrix.dtypes + (matrix.serve.dtypes if matrix.serve else ())
+    dtypes = (matrix.dtypes + (matrix.serve.dtypes if matrix.serve else ())
+              + (matrix.train_runs.dtypes if matrix.train_runs else ()))
     source = resolve_source(settings.predictor, settings.alias, settings.tracking_uri,
                             families_for(tuple(dict.fromkeys(dtypes))), calibrate=settings.calibrate)
-    return Prepared(matrix, cells, pricing, source, run_date(settings.date), serve_cells)
+    return Prepared(matrix, cells, pricing, source, run_date(settings.date), serve_cells, train_cells)
 
 
 def score_into(prep: Prepared, settings: ScoreSettings, directory: Path) -> ScoreRun:
@@ -141,12 +158,20 @@ def score_into(prep: Prepared, settings: ScoreSettings, directory: Path) -> Scor
                             show_progress(settings.progress), settings.cache, prep.serve_cells)
     table, stats, serve = scored.table, scored.stats, scored.serve
     stats.timings_s = {"cluster": t_up - t0, **stats.timings_s}
+    train = None
+    if prep.train_cells is not None and len(prep.train_cells):
+        t_t = time.perf_counter()
+        train = _train_runs(prep)
+        stats.timings_s["train_runs"] = time.perf_counter() - t_t
     table["run_date"] = prep.date
     t_w = time.perf_counter()
     pq.write_table(conform(table), directory / SCORES, compression="zstd")
     if serve is not None:
         serve["run_date"] = prep.date
         pq.write_table(conform_serve(serve), directory / SERVE_SCORES, compression="zstd")
+    if train is not None:
+        train["run_date"] = prep.date
+        pq.write_table(conform_train(train), directory / TRAIN_SCORES, compression="zstd")
     prep.pricing.table().to_csv(directory / PRICING_CSV, index=False)
     stats.timings_s["write"] = time.perf_counter() - t_w
     stats.timings_s["total"] = time.perf_counter() - t0
@@ -164,7 +189,19 @@ def score_into(prep: Prepared, settings: ScoreSettings, directory: Path) -> Scor
     log.info("scored %d cells and %d serve cells (%d graphs, %d distinct ops, %d GPUs, %d and %d failed) in %.1f s",
              stats.cells, stats.serve_cells, stats.graphs, stats.distinct_ops, stats.gpus, stats.failed_cells,
              stats.failed_serve_cells, stats.timings_s["total"])
-    return ScoreRun(directory, table, stats, meta, serve)
+    return ScoreRun(directory, table, stats, meta, serve, train)
+
+
+def _train_runs(prep: Prepared) -> pd.DataFrame:
+    """The training-run cells, scored on the client with the run's pinned predictors (loaded once per process:
+    the grid's client already holds them)."""
+    from tilecast.scoring.predictors import worker_predictor
+    from tilecast.scoring.train_runs import score_train_runs
+
+    train = score_train_runs(prep.train_cells, prep.matrix.train_runs, worker_predictor(prep.source), prep.pricing)
+    train["predictor"] = prep.source.label
+    train["versions"] = prep.source.versions_json()
+    return train
 
 
 def run_score(settings: ScoreSettings) -> ScoreRun:
@@ -175,12 +212,18 @@ def run_score(settings: ScoreSettings) -> ScoreRun:
     with store.stage(prep.date) as staging:
         run = score_into(prep, settings, staging)
     path = store.path(prep.date)
-    return ScoreRun(path, run.table, run.stats, run.meta, run.serve)
+    return ScoreRun(path, run.table, run.stats, run.meta, run.serve, run.train)
 
 
 def read_serve(path: Path) -> pd.DataFrame | None:
     """A run directory's serve table, None when the run scored no serve cells."""
     file = Path(path) / SERVE_SCORES
+    return pd.read_parquet(file) if file.exists() else None
+
+
+def read_train(path: Path) -> pd.DataFrame | None:
+    """A run directory's training-run table, None when the run scored no training runs."""
+    file = Path(path) / TRAIN_SCORES
     return pd.read_parquet(file) if file.exists() else None
 
 

@@ -192,14 +192,31 @@ def _serve_details(serve: pd.DataFrame, settings: ReportSettings, directory: Pat
     return out
 
 
+def _train_details(train: pd.DataFrame, directory: Path, max_rows: int) -> Details:
+    """Training runs at scale: the cheapest GPUs that fit per workload, then every cell."""
+    from tilecast.reports.train import train_cheapest, train_table
+
+    cheap, full = train_cheapest(train), train_table(train)
+    tokens = train["train_tokens"].dropna()
+    n_tok = f"{tokens.iloc[0]:.3g}" if len(tokens) else "?"
+    return Details("Training runs at scale: cost per 1B tokens and days to train", (
+        Text(f"Per training workload (model, GPUs, dtype, sharding, checkpointing), the three cheapest GPUs whose run "
+             f"fits, by USD per 1B tokens; `days_to_train` / `usd_to_train`: {n_tok} tokens. `comm_exposed_ms`: "
+             f"collective time per step compute waited for. Every cell, `fits_with` (the smallest change that fits) "
+             f"and errors: the second table and `train_scores.parquet`."),
+        Table(cheap, "training runs: cheapest GPUs that fit", max_rows, _write_csv(cheap, directory, "train_cheapest")),
+        Table(full, "training runs: every cell", max_rows, _write_csv(full, directory, "train_runs"))), "train-runs")
+
+
 def build_report(directory: Path, scores: pd.DataFrame, meta: Mapping[str, Any], settings: ReportSettings,
                  fleet: Fleet | None = None, diff: RunDiff | None = None, fit_check: list[Block] | None = None,
                  pricing: pd.DataFrame | None = None, title: str | None = None, serve: pd.DataFrame | None = None,
-                 previous_serve: pd.DataFrame | None = None) -> tuple[Path, Path]:
+                 previous_serve: pd.DataFrame | None = None, train: pd.DataFrame | None = None) -> tuple[Path, Path]:
     """Write tables, plots, ``report.md`` and ``report.html`` into ``directory``; return the two report paths.
 
     ``serve``: the run's serve table (``serve_scores.parquet``), None when it scored no serve cells (no serve
-    section then); ``previous_serve``: the previous run's, for what changed."""
+    section then); ``previous_serve``: the previous run's, for what changed; ``train``: the run's training-run table
+    (``train_scores.parquet``), None when it scored none."""
     sl, n = settings.slice, settings.max_rows
     serve = serve if serve is not None and len(serve) else None
     previous_serve = previous_serve if previous_serve is not None and len(previous_serve) else None
@@ -258,6 +275,8 @@ def build_report(directory: Path, scores: pd.DataFrame, meta: Mapping[str, Any],
                   n, _write_csv(by_gpu, directory, "fleet_by_gpu")),), "fleet-by-gpu"))
     if serve is not None:
         details += _serve_details(serve, settings, directory)
+    if train is not None and len(train):
+        details.append(_train_details(train, directory, n))
     if fit_check:
         head, *rest = fit_check
         details.append(Details(head.text, tuple(rest), "memory") if isinstance(head, Heading)

@@ -38,7 +38,7 @@ DEFAULT_DTYPE = "fp32"
 #: workload dtypes that only train (their inference cells are dropped from the product)
 TRAINING_ONLY_DTYPES = frozenset({"amp_bf16"})
 _FIELDS = ("name", "description", "models", "gpus", "batch_sizes", "seq_lens", "modes", "parallel", "fused",
-           "dtypes", "exclude", "respect_max_positions", "serve")
+           "dtypes", "exclude", "respect_max_positions", "serve", "train_runs")
 _SERVE_FIELDS = ("models", "gpus", "dtypes", "tp", "isl_osl", "concurrency", "exclude")
 
 
@@ -96,6 +96,37 @@ class ServeMatrix:
                 * len(self.concurrency))
 
 
+#: the keys of a training-run cell (a ``train_runs`` section), in order
+TRAIN_KEYS = ("model", "gpu", "n_gpus", "seq_len", "micro_batch", "global_batch", "dtype", "sharding",
+              "activation_checkpointing")
+_TRAIN_FIELDS = ("models", "gpus", "n_gpus", "seq_len", "micro_batch", "global_batch", "dtypes", "sharding",
+                 "activation_checkpointing", "gpus_per_node", "train_tokens")
+
+
+@dataclass(frozen=True)
+class TrainMatrix:
+    """A matrix's training runs at scale: every (model, GPU, GPU count, dtype, sharding, checkpointing) of
+    ``seq_len``-token sequences in micro-batches of ``micro_batch``, ``global_batch`` sequences per step
+    (gradient accumulation fills the rest), priced for ``train_tokens`` tokens."""
+
+    models: tuple[str, ...]
+    gpus: tuple[str, ...]
+    n_gpus: tuple[int, ...]
+    seq_len: int = 4096
+    micro_batch: int = 1
+    global_batch: int = 1024
+    dtypes: tuple[str, ...] = ("amp_bf16",)
+    sharding: tuple[str, ...] = ("zero3",)
+    activation_checkpointing: tuple[str, ...] = ("full",)
+    gpus_per_node: int = 8
+    train_tokens: float = 1e12
+
+    @property
+    def size(self) -> int:
+        return (len(self.models) * len(self.gpus) * len(self.n_gpus) * len(self.dtypes) * len(self.sharding)
+                * len(self.activation_checkpointing))
+
+
 @dataclass(frozen=True)
 class Matrix:
     """A validated matrix: catalog keys, positive sizes, known modes, parsed exclusion rules."""
@@ -113,13 +144,15 @@ class Matrix:
     respect_max_positions: bool = True
     description: str = ""
     serve: ServeMatrix | None = None
+    train_runs: TrainMatrix | None = None
 
     @property
     def size_before_exclusions(self) -> int:
-        """Cells of the cross products (the serve section's included), before any exclusion."""
+        """Cells of the cross products (the serve and training-run sections' included), before any exclusion."""
         return (len(self.models) * len(self.gpus) * len(self.batch_sizes) * len(self.seq_lens) * len(self.modes)
                 * len(self.parallel) * len(self.fused) * len(self.dtypes)
-                + (self.serve.size_before_exclusions if self.serve is not None else 0))
+                + (self.serve.size_before_exclusions if self.serve is not None else 0)
+                + (self.train_runs.size if self.train_runs is not None else 0))
 
 
 def _as_list(name: str, field: str, value: Any) -> list[Any]:
@@ -273,6 +306,64 @@ def _serve(name: str, cfg: Any) -> ServeMatrix | None:
         exclude=_exclusions(name, cfg.get("exclude"), _SERVE_CHECKS, "serve.exclude"))
 
 
+def _train_runs(name: str, cfg: Any) -> TrainMatrix | None:
+    """The ``train_runs`` section (None when absent): names and settings checked as a TrainRun checks them."""
+    if cfg is None:
+        return None
+    from tilecast.specs.train_run import CHECKPOINTING, SHARDINGS, TRAIN_DTYPES
+
+    if not isinstance(cfg, Mapping):
+        raise MatrixError(f"matrix {name!r}: field 'train_runs' has invalid value {cfg!r} (expected a mapping)")
+    unknown = sorted(set(cfg) - set(_TRAIN_FIELDS))
+    if unknown:
+        raise MatrixError(f"matrix {name!r}: train_runs section has unknown field {unknown[0]!r}; known fields: "
+                          f"{', '.join(_TRAIN_FIELDS)}")
+    for required in ("models", "gpus", "n_gpus"):
+        if cfg.get(required) is None:
+            raise MatrixError(f"matrix {name!r}: train_runs section misses field {required!r}")
+
+    def one_int(key: str, default: int) -> int:
+        return _positive_ints(name, f"train_runs.{key}", cfg.get(key, default))[0]
+
+    def names(key: str, table, default: str) -> tuple[str, ...]:
+        out = []
+        for v in _as_list(name, f"train_runs.{key}", cfg.get(key, [default])):
+            text = str(v).lower()
+            if text not in table:
+                raise MatrixError(f"matrix {name!r}: field 'train_runs.{key}' has invalid value {v!r} (expected one "
+                                  f"of {', '.join(table)})")
+            out.append(table[text] if isinstance(table, dict) else text)
+        return tuple(dict.fromkeys(out))
+
+    tokens = cfg.get("train_tokens", 1e12)
+    if isinstance(tokens, bool) or not isinstance(tokens, int | float) or not tokens > 0:
+        raise MatrixError(f"matrix {name!r}: field 'train_runs.train_tokens' has invalid value {tokens!r} (expected "
+                          "a positive number of tokens, e.g. 1.0e+12)")
+    return TrainMatrix(
+        models=_catalog_keys(name, "train_runs.models", cfg["models"], "model"),
+        gpus=_catalog_keys(name, "train_runs.gpus", cfg["gpus"], "GPU"),
+        n_gpus=_positive_ints(name, "train_runs.n_gpus", cfg["n_gpus"]),
+        seq_len=one_int("seq_len", 4096), micro_batch=one_int("micro_batch", 1),
+        global_batch=one_int("global_batch", 1024), dtypes=names("dtypes", TRAIN_DTYPES, "amp_bf16"),
+        sharding=names("sharding", SHARDINGS, "zero3"),
+        activation_checkpointing=names("activation_checkpointing", CHECKPOINTING, "full"),
+        gpus_per_node=one_int("gpus_per_node", 8), train_tokens=float(tokens))
+
+
+def expand_train_runs(matrix: Matrix) -> pd.DataFrame:
+    """The training-run section's cells (columns :data:`TRAIN_KEYS`); empty without one."""
+    tr = matrix.train_runs
+    if tr is None:
+        return pd.DataFrame({k: pd.Series(dtype=np.int64 if k in ("n_gpus", "seq_len", "micro_batch", "global_batch")
+                                           else object) for k in TRAIN_KEYS})
+    cells = pd.MultiIndex.from_product([tr.models, tr.gpus, tr.n_gpus, tr.dtypes, tr.sharding,
+                                        tr.activation_checkpointing]).to_frame(index=False)
+    return pd.DataFrame({"model": cells[0], "gpu": cells[1], "n_gpus": cells[2].astype("int64"),
+                         "seq_len": np.int64(tr.seq_len), "micro_batch": np.int64(tr.micro_batch),
+                         "global_batch": np.int64(tr.global_batch), "dtype": cells[3], "sharding": cells[4],
+                         "activation_checkpointing": cells[5]})[list(TRAIN_KEYS)]
+
+
 def load_matrix(config: Mapping[str, Any], name: str | None = None) -> Matrix:
     """Validate a matrix mapping (a composed ``matrix`` node or a plain dict) into a :class:`Matrix`."""
     cfg = dict(config)
@@ -300,6 +391,7 @@ def load_matrix(config: Mapping[str, Any], name: str | None = None) -> Matrix:
         exclude=_exclusions(name, cfg.get("exclude")),
         respect_max_positions=respect,
         serve=_serve(name, cfg.get("serve")),
+        train_runs=_train_runs(name, cfg.get("train_runs")),
     )
 
 

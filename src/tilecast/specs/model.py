@@ -31,7 +31,7 @@ class ModelSpec:
     """The architecture facts a graph builder needs, normalised across families."""
 
     key: str
-    family: str  # gpt2 | opt | bert | switch | llama
+    family: str  # gpt2 | opt | bert | switch | llama | mpt
     hidden_size: int
     num_layers: int  # decoder (or encoder-only) layers; for switch: encoder layers
     num_heads: int
@@ -136,6 +136,7 @@ class Family:
     kv_heads: str | None = None  # GQA: config key of the key/value head count
     head_dim: str | None = None
     default_head_dim: int | None = None
+    builder_keys: tuple[str, ...] = ()  # config keys the graph builder reads itself (a what-if may add them)
 
 
 def _read_gpt2(c: Mapping[str, Any], h: int) -> dict[str, Any]:
@@ -188,6 +189,24 @@ def _read_llama(c: Mapping[str, Any], h: int) -> dict[str, Any]:
                 qk_norm=isinstance(c.get("model_type"), str) and c["model_type"] in QK_NORM_MODEL_TYPES)
 
 
+def _read_mpt(c: Mapping[str, Any], h: int) -> dict[str, Any]:
+    """MosaicML MPT (``MPTConfig``; llm-foundry's yamls): the MLP is ``expansion_ratio x d_model`` wide with an
+    exact GELU, LayerNorm, tied embeddings. ``attn_config.alibi``, ``learned_pos_emb`` and ``no_bias`` stay in
+    ``config`` (the builder reads them; MPTConfig's defaults: no ALiBi, learned positions, biases on)."""
+    ratio = _get(c, "expansion_ratio", 4)
+    if not positive_int(ratio):
+        raise _BadConfig("expansion_ratio", ratio, "a positive integer")
+    for key in ("no_bias", "learned_pos_emb"):
+        _bool(c, key, key == "learned_pos_emb")
+    attn = _get(c, "attn_config", {})
+    if not isinstance(attn, Mapping):
+        raise _BadConfig("attn_config", attn, "a mapping")
+    _bool(attn, "alibi", False)
+    return dict(num_layers=_int(c, "n_layers"), intermediate_size=ratio * h, vocab_size=_int(c, "vocab_size"),
+                max_positions=_int(c, "max_seq_len", 2048), activation="gelu", norm="layernorm",
+                tie_word_embeddings=True)
+
+
 #: family name -> how to read its Hugging Face config (defaults are the transformers config defaults)
 FAMILIES: dict[str, Family] = {
     "gpt2": Family(hidden="n_embd", heads="n_head", read=_read_gpt2),
@@ -197,6 +216,8 @@ FAMILIES: dict[str, Family] = {
                      read=_read_switch),
     "llama": Family(hidden="hidden_size", heads="num_attention_heads", kv_heads="num_key_value_heads",
                     head_dim="head_dim", read=_read_llama),
+    "mpt": Family(hidden="d_model", heads="n_heads", read=_read_mpt,
+                  builder_keys=("no_bias", "learned_pos_emb", "attn_config")),
 }
 
 

@@ -23,7 +23,7 @@ from tilecast.specs.catalog import _holds, _is_float_field, invalid
 from tilecast.specs.errors import SpecError
 from tilecast.specs.gpu import _CHECKS as GPU_CHECKS
 from tilecast.specs.gpu import GpuSpec, get_gpu
-from tilecast.specs.model import ModelSpec, config_fields
+from tilecast.specs.model import FAMILIES, ModelSpec, config_fields
 
 #: GpuSpec fields that name the GPU rather than describe it: pick another GPU instead of changing them
 GPU_IDENTITY = ("key", "device_name", "aliases")
@@ -141,7 +141,7 @@ def model_with_config(spec: ModelSpec, config_overrides: Mapping[str, Any]) -> M
         return spec
     cfg = {**spec.config, **changes}
     fields = config_fields(spec.family, cfg, where)
-    unread = [k for k in changes if k not in spec.config]
+    unread = [k for k in changes if k not in spec.config and k not in FAMILIES[spec.family].builder_keys]
     derived = {k: v for k, v in fields.items() if getattr(spec, k) != v}
     if unread and not derived:
         raise SpecError(f"{where}: config key {unread[0]!r} (value {changes[unread[0]]!r}) is not in the model's "

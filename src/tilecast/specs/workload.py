@@ -15,7 +15,7 @@ from tilecast.tiles.dtypes import HALF_DTYPES, WORKLOAD_DTYPES
 
 MODES = ("inference", "training")
 #: families whose attention width is ``num_heads * head_dim == hidden_size`` (switch uses d_kv, llama head_dim)
-_HEADS_SPLIT_HIDDEN = frozenset({"gpt2", "opt", "bert"})
+_HEADS_SPLIT_HIDDEN = frozenset({"gpt2", "opt", "bert", "mpt"})
 
 
 class WorkloadError(SpecError):

@@ -1,0 +1,109 @@
+"""Collectives of a group of GPUs that may span nodes: NVLink / PCIe inside a node, the network across nodes.
+
+A group of ``p`` ranks with ``q`` of them on each node (``q = p`` inside one node) runs NCCL's ring
+algorithms (docs/method.md §19). Every byte of a ring crosses every edge of it; NCCL builds one ring per
+channel and, on rail-optimised nodes (one NIC per GPU), each channel enters and leaves a node through its
+own NIC, so a node's ``q`` NICs share a ring's inter-node traffic. The usable bandwidth of the group is
+
+    bw = link x eff                                   (one node)
+    bw = min(link x eff if q > 1, q x nic x eff)      (n > 1 nodes)
+
+with ``link`` the GPU's per-direction NVLink (PCIe without it), ``nic`` its network per direction (the
+catalog's ``network_gbs`` or a :class:`~tilecast.specs.train_run.Network` override) and ``eff`` the link
+efficiency of :class:`~tilecast.forecast.comm.CommModel` (0.72; no data here separates fabrics, so RoCE
+and InfiniBand share it). A group with one rank per node (a replica group of hybrid sharding, a pipeline
+boundary) is bounded by one NIC. The time of a collective ``op`` of ``bytes`` is
+``COLLECTIVE_FACTORS[op](p) x bytes / bw`` plus NCCL's latency floor ``base + per_gpu x p``
+(:data:`~tilecast.forecast.comm.FLOORS_MS`, fitted on the shipped one-node NCCL tables and extrapolated to
+``p`` ranks: one ring step per rank). Inside one node this is exactly ``CommModel(floors=True)``, which
+``benchmarks/training_at_scale.md`` checks against those tables; across nodes nothing public measures a
+rail-optimised cluster's collectives (Vidur's two-node DGX rows run far below their NICs: the same table
+says by how much).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tilecast.forecast.comm import COLLECTIVE_FACTORS, FLOORS_MS, GB_SI, CommModel, floor_ms
+from tilecast.specs import GpuSpec
+
+#: NIC bandwidth assumed when neither the catalog nor an override gives one (GB/s per GPU per direction)
+DEFAULT_NIC_GBS = 25.0
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A collective group: ``ranks`` GPUs, ``per_node`` of them on each node (``per_node >= ranks``: one node)."""
+
+    ranks: int
+    per_node: int
+
+    @property
+    def nodes(self) -> int:
+        return max(1, -(-self.ranks // max(1, self.per_node)))
+
+    @property
+    def intra_node(self) -> bool:
+        return self.nodes == 1
+
+
+def placement(ranks: int, stride: int, gpus_per_node: int) -> Placement:
+    """Where a group of ``ranks`` GPUs ``stride`` apart in rank order lies (tp groups are contiguous, stride 1;
+    data-parallel groups stride over the tp x cp ranks; pipeline neighbours over a whole stage)."""
+    per_node = max(1, min(ranks, gpus_per_node // max(1, stride))) if stride <= gpus_per_node else 1
+    return Placement(int(ranks), int(per_node))
+
+
+@dataclass(frozen=True)
+class NetworkComm:
+    """Timing of collectives over a :class:`Placement` (module docstring). ``nic_gbs``: network GB/s per GPU
+    per direction (None: the GPU's catalog ``network_gbs``, else :data:`DEFAULT_NIC_GBS`)."""
+
+    base: CommModel = CommModel(floors=True)
+    nic_gbs: float | None = None
+    floors: dict[str, tuple[float, float]] | None = None  # None: FLOORS_MS
+
+    def nic(self, gpu: GpuSpec) -> float:
+        if self.nic_gbs is not None:
+            return float(self.nic_gbs)
+        return float(gpu.network_gbs) if gpu.network_gbs else DEFAULT_NIC_GBS
+
+    def bandwidth_gbs(self, gpu: GpuSpec, where: Placement) -> float:
+        """Usable GB/s of the group (before the collective's bytes factor)."""
+        eff = self.base.efficiency
+        intra = gpu.link_gbs * eff
+        if where.intra_node:
+            return intra
+        inter = where.per_node * self.nic(gpu) * eff
+        return min(intra, inter) if where.per_node > 1 else inter
+
+    def bound(self, gpu: GpuSpec, where: Placement) -> str:
+        """What limits the group: ``link`` (NVLink / PCIe) or ``network``."""
+        if where.intra_node:
+            return "link"
+        return "network" if self.bandwidth_gbs(gpu, where) < gpu.link_gbs * self.base.efficiency else "link"
+
+    def collective_ms(self, op: str, nbytes: float | np.ndarray, gpu: GpuSpec, where: Placement) -> np.ndarray:
+        """ms of collective ``op`` (all_reduce, all_gather, reduce_scatter, alltoall) of ``nbytes`` over the group
+        (the message's full size: the gathered result, the reduce-scatter's input); 0 over one rank."""
+        if op not in COLLECTIVE_FACTORS:
+            raise ValueError(f"unknown collective {op!r}; known: {', '.join(COLLECTIVE_FACTORS)}")
+        nbytes = np.asarray(nbytes, dtype=float)
+        if where.ranks <= 1:
+            return np.zeros_like(nbytes)
+        p = np.full(nbytes.shape, float(where.ranks))
+        bw = self.bandwidth_gbs(gpu, where) * GB_SI / 1e3  # bytes per ms
+        ms = COLLECTIVE_FACTORS[op](p) * nbytes / bw
+        return ms + floor_ms(op, p, self.floors or FLOORS_MS)
+
+    def sendrecv_ms(self, nbytes: float | np.ndarray, gpu: GpuSpec, across_nodes: bool) -> np.ndarray:
+        """ms of a point-to-point transfer (pipeline boundary): over the link, or one NIC across nodes."""
+        eff = self.base.efficiency
+        bw = (self.nic(gpu) if across_nodes else gpu.link_gbs) * eff * GB_SI / 1e3
+        return np.asarray(nbytes, dtype=float) / bw
+
+
+__all__ = ["DEFAULT_NIC_GBS", "NetworkComm", "Placement", "placement"]
