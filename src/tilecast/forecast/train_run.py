@@ -38,7 +38,7 @@ import pandas as pd
 from tilecast.forecast.kernels import FamilyPredictor
 from tilecast.forecast.mfu import flops_per_token, hardware_flops_per_token, utilisation_pct
 from tilecast.forecast.netcomm import NetworkComm, placement
-from tilecast.forecast.ops import op_latency_ms
+from tilecast.forecast.ops import op_latency_matrix
 from tilecast.forecast.overlap import Schedule, Timeline, simulate
 from tilecast.forecast.train_graph import micro_batch_graph
 from tilecast.forecast.train_memory import (
@@ -465,17 +465,29 @@ def price_ms(frame: pd.DataFrame, run: TrainRun, gpu: GpuSpec, predict: FamilyPr
              comm: NetworkComm, attention_backward: str = "gemms") -> np.ndarray:
     """Per-instance ms of the frame's ops: kernels by ``predict`` (a fused attention's backward as
     ``attention_backward`` says), tp all-reduces over the tp group's placement."""
+    ms, _ = price_matrix(frame, run, [gpu], predict, comm, attention_backward, strict=True)
+    return ms[:, 0]
+
+
+def price_matrix(frame: pd.DataFrame, run: TrainRun, gpus: list[GpuSpec], predict: FamilyPredictor | None,
+                 comm: NetworkComm, attention_backward: str = "gemms", strict: bool = False
+                 ) -> tuple[np.ndarray, dict[str, str]]:
+    """:func:`price_ms` on several GPUs at once: ms of shape (ops, GPUs), every kernel predicted once for all of
+    them (:func:`~tilecast.forecast.ops.op_latency_matrix`), and the error of each GPU whose predictions failed
+    (``strict``: raise instead)."""
     if attention_backward not in ATTENTION_BACKWARD:
         raise ValueError(f"attention_backward must be one of {', '.join(ATTENTION_BACKWARD)}, got "
                          f"{attention_backward!r}")
-    ms = op_latency_ms(frame, gpu, predict)
-    if attention_backward == "flash":
-        ms = flash_backward(frame, ms)
+    ms, errors = op_latency_matrix(frame, gpus, predict, strict=strict)
     ar = frame["kind"].to_numpy(dtype=object) == "allreduce"
-    if ar.any():
-        where = placement(run.tp, 1, run.gpus_per_node)
-        ms[ar] = comm.collective_ms("all_reduce", frame["bytes"].to_numpy(dtype=float)[ar], gpu, where)
-    return ms
+    where = placement(run.tp, 1, run.gpus_per_node) if ar.any() else None
+    nbytes = frame["bytes"].to_numpy(dtype=float)[ar]
+    for j, gpu in enumerate(gpus):
+        if attention_backward == "flash":
+            ms[:, j] = flash_backward(frame, ms[:, j])
+        if where is not None:
+            ms[ar, j] = comm.collective_ms("all_reduce", nbytes, gpu, where)
+    return ms, errors
 
 
 def assemble(run: TrainRun, gpu: GpuSpec, mb: MicroBatchTimes, shape: RankShape | None = None,
@@ -515,5 +527,5 @@ def forecast_train_run(run: TrainRun, gpu: GpuSpec | str, predict: FamilyPredict
 
 
 __all__ = ["COMM_KINDS", "CommSizes", "MicroBatchTimes", "StepParts", "TrainRunForecast", "assemble", "comm_model",
-           "comm_sizes", "forecast_train_run", "micro_batch_frame", "micro_batch_times", "model_params", "price_ms",
-           "step_parts"]
+           "comm_sizes", "forecast_train_run", "micro_batch_frame", "micro_batch_times", "model_params", "price_matrix",
+           "price_ms", "step_parts"]

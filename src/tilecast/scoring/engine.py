@@ -166,6 +166,11 @@ def _graphs(client: Client, graphs: pd.DataFrame, cache: GraphCache | None, dask
     return rows, info
 
 
+#: the words in the error of every cell of a (GPU, dtype) pair the GPU has no peak for: such a cell is "not
+#: supported" (bf16 on a T4), not "failed" (reports count them apart, :func:`not_supported`)
+NOT_SUPPORTED_TEXT = "is not supported on GPU"
+
+
 def unsupported_pairs(cells: pd.DataFrame) -> dict[tuple[str, str], str]:
     """(gpu, dtype) pairs of ``cells`` whose GPU has no peak for the dtype's ops -> the cells' error text."""
     out = {}
@@ -173,8 +178,13 @@ def unsupported_pairs(cells: pd.DataFrame) -> dict[tuple[str, str], str]:
         try:
             check_gpu_dtype(get_gpu(gpu), dtype)
         except SpecError as exc:
-            out[(gpu, dtype)] = f"dtype {dtype} is not supported on GPU {gpu}: {exc}"
+            out[(gpu, dtype)] = f"dtype {dtype} {NOT_SUPPORTED_TEXT} {gpu}: {exc}"
     return out
+
+
+def not_supported(errors: pd.Series) -> np.ndarray:
+    """True where an ``error`` says the cell's GPU cannot run its dtype at all (:data:`NOT_SUPPORTED_TEXT`)."""
+    return errors.astype(object).fillna("").astype(str).str.contains(NOT_SUPPORTED_TEXT, regex=False).to_numpy()
 
 
 def _runs_on(gpu: str, family: str, dtype: str) -> bool:
@@ -434,4 +444,4 @@ def score_cells(cells: pd.DataFrame, client: Client, source: PredictorSource, pr
     return scored.table, scored.stats
 
 
-__all__ = ["CELL_KEYS", "GridScores", "ScoreStats", "score_cells", "score_grid"]
+__all__ = ["CELL_KEYS", "NOT_SUPPORTED_TEXT", "GridScores", "ScoreStats", "not_supported", "score_cells", "score_grid"]

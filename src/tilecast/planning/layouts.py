@@ -1,0 +1,134 @@
+"""Serving layouts the planner searches: one row per (GPU, dtype, layout), the layout in columns.
+
+A layout is how one **replica** (an engine instance serving requests on its own) spreads over GPUs:
+``tp`` (tensor parallel), ``pp`` (pipeline stages), ``ep`` (expert parallel, MoE), ``attention_dp`` (attention
+data parallel, MoE), and ``mode``: ``agg`` (prefill and decode in the same engine) or ``disagg`` (a pool of
+``prefill_workers`` prefill engines of ``prefill_tp`` GPUs feeding ``decode_workers`` decode engines of
+``decode_tp`` GPUs: a replica is then that unit of prefill and decode workers).
+
+The candidates are rows with these columns whatever the forecasters answer today; :data:`ANSWERED` says which
+layouts the serving path answers, and every other row carries the reason (``status`` not modelled) instead of
+numbers, so a layout the forecasters learn later is a change of :data:`ANSWERED`, not of the search.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+#: the layout columns of a serving candidate
+LAYOUT_COLUMNS = ("mode", "tp", "pp", "ep", "attention_dp", "prefill_tp", "prefill_workers", "decode_tp",
+                  "decode_workers")
+#: the concurrency grid searched by default: requests in flight per replica (decode workers for disagg)
+DEFAULT_CONCURRENCY = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+
+@dataclass(frozen=True)
+class ServeSearch:
+    """The serving search space (``conf/plan.yaml`` ``search.serve``)."""
+
+    tp: tuple[int, ...] = (1, 2, 4, 8)
+    pp: tuple[int, ...] = (1,)
+    ep: tuple[int, ...] = (1,)
+    attention_dp: tuple[int, ...] = (1,)
+    disaggregated: bool = False  # also search disaggregated prefill / decode pools
+    prefill_workers: tuple[int, ...] = (1, 2, 4)
+    decode_workers: tuple[int, ...] = (1, 2, 4)
+    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
+
+    @classmethod
+    def from_mapping(cls, cfg: Mapping | None) -> ServeSearch:
+        cfg = dict(cfg or {})
+        unknown = sorted(set(cfg) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"search.serve: unknown key(s) {', '.join(unknown)} (known: "
+                             f"{', '.join(cls.__dataclass_fields__)})")
+        out = {}
+        for key, value in cfg.items():
+            if key == "disaggregated":
+                if not isinstance(value, bool):
+                    raise ValueError(f"search.serve.disaggregated must be true or false, got {value!r}")
+                out[key] = value
+                continue
+            items = value if isinstance(value, list | tuple) else [value]
+            if not items or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in items):
+                raise ValueError(f"search.serve.{key} must be a list of positive integers, got {value!r}")
+            out[key] = tuple(sorted(set(int(v) for v in items)))
+        return cls(**out)
+
+
+def layout_label(row: Mapping) -> str:
+    """A layout in words: ``tp4``, ``tp2 pp2``, ``tp8 ep8 adp8``, ``disagg 2 x tp2 : 1 x tp4``."""
+    if row["mode"] == "disagg":
+        return (f"disagg {int(row['prefill_workers'])} x tp{int(row['prefill_tp'])} : "
+                f"{int(row['decode_workers'])} x tp{int(row['decode_tp'])}")
+    parts = [f"tp{int(row['tp'])}"]
+    for key, short in (("pp", "pp"), ("ep", "ep"), ("attention_dp", "adp")):
+        if int(row[key]) > 1:
+            parts.append(f"{short}{int(row[key])}")
+    return " ".join(parts)
+
+
+def gpus_per_replica(frame: pd.DataFrame) -> np.ndarray:
+    """GPUs one replica holds: ``tp x pp x attention_dp`` aggregated (expert parallelism reuses those GPUs),
+    ``prefill_workers x prefill_tp + decode_workers x decode_tp`` disaggregated."""
+    agg = (frame["tp"] * frame["pp"] * frame["attention_dp"]).to_numpy(dtype=np.int64)
+    dis = (frame["prefill_workers"] * frame["prefill_tp"] + frame["decode_workers"] * frame["decode_tp"]
+           ).to_numpy(dtype=np.int64)
+    return np.where(frame["mode"].to_numpy() == "disagg", dis, agg)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Whether the serving path answers a layout: a row mask and the reason where it does not."""
+
+    test: Callable[[pd.DataFrame], np.ndarray]  # True where the layout is NOT answered
+    reason: str
+
+
+#: what the serving forecasters do not answer yet (each row's first matching reason); a layout they learn is
+#: a line removed here
+NOT_ANSWERED: tuple[Answer, ...] = (
+    Answer(lambda f: (f["mode"] == "disagg").to_numpy(),
+           "not modelled yet: disaggregated prefill / decode pools (the serving harness runs both in one engine)"),
+    Answer(lambda f: (f["pp"] > 1).to_numpy(), "not modelled yet: pipeline-parallel serving (use tp)"),
+    Answer(lambda f: (f["ep"] > 1).to_numpy(), "not modelled yet: expert parallelism (a dense model's catalog)"),
+    Answer(lambda f: (f["attention_dp"] > 1).to_numpy(), "not modelled yet: attention data parallelism"),
+)
+
+
+def not_answered(frame: pd.DataFrame) -> pd.Series:
+    """Per layout row, why the serving path does not answer it (None where it does)."""
+    out = pd.Series(None, index=frame.index, dtype=object)
+    for answer in reversed(NOT_ANSWERED):
+        out = out.mask(answer.test(frame), answer.reason)
+    return out.astype(object).where(out.notna(), None)
+
+
+def serve_layouts(gpus: Sequence[str], dtypes: Sequence[str], search: ServeSearch) -> pd.DataFrame:
+    """Every (GPU, dtype, layout) of the search: :data:`LAYOUT_COLUMNS`, ``layout`` (words),
+    ``gpus_per_replica`` and ``layout_error`` (why the serving path does not answer it; None where it does)."""
+    rows = [dict(mode="agg", tp=tp, pp=pp, ep=ep, attention_dp=adp, prefill_tp=0, prefill_workers=0, decode_tp=0,
+                 decode_workers=0)
+            for tp, pp, ep, adp in itertools.product(search.tp, search.pp, search.ep, search.attention_dp)]
+    if search.disaggregated:
+        rows += [dict(mode="disagg", tp=dtp, pp=1, ep=1, attention_dp=1, prefill_tp=ptp, prefill_workers=pw,
+                      decode_tp=dtp, decode_workers=dw)
+                 for ptp, pw, dtp, dw in itertools.product(search.tp, search.prefill_workers, search.tp,
+                                                           search.decode_workers)]
+    layouts = pd.DataFrame(rows, columns=list(LAYOUT_COLUMNS))
+    layouts["layout"] = [layout_label(r) for r in layouts.to_dict("records")]
+    layouts["gpus_per_replica"] = gpus_per_replica(layouts)
+    layouts["layout_error"] = not_answered(layouts)
+    grid = pd.MultiIndex.from_product([list(gpus), list(dtypes), range(len(layouts))],
+                                      names=["gpu", "dtype", "_layout"]).to_frame(index=False)
+    return pd.concat([grid[["gpu", "dtype"]], layouts.iloc[grid["_layout"].to_numpy()].reset_index(drop=True)],
+                     axis=1)
+
+
+__all__ = ["DEFAULT_CONCURRENCY", "LAYOUT_COLUMNS", "NOT_ANSWERED", "ServeSearch", "gpus_per_replica",
+           "layout_label", "not_answered", "serve_layouts"]

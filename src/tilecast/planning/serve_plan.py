@@ -1,0 +1,240 @@
+"""The serving plan: replica forecasts -> fleets sized for the traffic -> the cheapest one meeting the service
+level at the high end of its interval, the Pareto front, and why the others lost.
+
+Every step is vectorised over the candidates (a candidate: GPU, dtype, layout, concurrency per replica).
+The forecasts are rows of the serve table (:data:`tilecast.scoring.schema.SERVE_SCHEMA`: TTFT / TPOT with
+their intervals, fit, throughput, price), however they were made: the planner's own search
+(:func:`tilecast.planning.search.plan_serving`) or a nightly run's ``serve_scores.parquet``.
+
+Sizing (docs/method.md §20): a replica holding ``c`` requests in flight finishes ``c / L`` requests per second,
+``L`` the request latency (TTFT + (osl - 1) TPOT; Little's law). The fleet needs ``replicas = ceil(rate x L_hi /
+c)`` replicas, ``L_hi`` at the high end of the TTFT and TPOT intervals, so that it carries the rate even when
+the forecast is as slow as its interval allows; then ``n_gpus = replicas x GPUs per replica`` and the monthly
+cost ``n_gpus x $/GPU-hour x 730``. A candidate is **feasible** when it was forecast, fits in memory, needs
+no more than ``max_gpus`` GPUs and meets both targets at the high end of its intervals (``ttft_hi_ms``,
+``tpot_hi_ms``); one that meets them at the point forecast only says so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tilecast.planning.layouts import LAYOUT_COLUMNS
+from tilecast.planning.pareto import pareto_mask
+from tilecast.planning.questions import HOURS_PER_MONTH, ServeQuestion
+from tilecast.planning.result import PLAN_COLUMNS, STATUSES, Plan
+from tilecast.scoring.engine import not_supported
+
+S_PER_HOUR = 3600.0
+#: the forecast columns the sizing reads from a serve table row
+FORECAST_COLUMNS = ("ttft_ms", "tpot_ms", "ttft_lo_ms", "ttft_hi_ms", "tpot_lo_ms", "tpot_hi_ms",
+                    "request_latency_ms", "tokens_per_s_per_gpu", "tokens_per_s_per_user", "fits",
+                    "mem_required_gib", "gpu_mem_gib", "max_concurrency", "usd_per_gpu_hour", "price_estimate",
+                    "interval_note", "error")
+
+
+def replica_cells(layouts: pd.DataFrame, question: ServeQuestion, concurrency: tuple[int, ...]) -> pd.DataFrame:
+    """The serve cells to forecast: every answered (GPU, dtype, layout) at every concurrency, as the scorer's
+    serve cells (``model, gpu, dtype, tp, isl, osl, concurrency, n_gpus``)."""
+    ok = layouts.loc[layouts["layout_error"].isna(), ["gpu", "dtype", "tp"]].drop_duplicates()
+    cells = ok.merge(pd.DataFrame({"concurrency": np.asarray(concurrency, dtype=np.int64)}), how="cross")
+    return pd.DataFrame({"model": question.model.key, "gpu": cells["gpu"].to_numpy(),
+                         "dtype": cells["dtype"].to_numpy(), "tp": cells["tp"].to_numpy(dtype=np.int64),
+                         "isl": np.int64(question.isl), "osl": np.int64(question.osl),
+                         "concurrency": cells["concurrency"].to_numpy(dtype=np.int64),
+                         "n_gpus": cells["tp"].to_numpy(dtype=np.int64)})
+
+
+def candidates(layouts: pd.DataFrame, forecasts: pd.DataFrame, question: ServeQuestion) -> pd.DataFrame:
+    """Every answered candidate (a layout row at a forecast concurrency) with its forecast, fleet size, cost and
+    status; the layouts the serving path does not answer once each, with their reason. ``forecasts``: serve
+    table rows of ``question``'s model, isl and osl (other rows are ignored)."""
+    f = forecasts.loc[(forecasts["model"] == question.model.key) & (forecasts["isl"] == question.isl)
+                      & (forecasts["osl"] == question.osl)]
+    keep = ["gpu", "dtype", "tp", "concurrency", *[c for c in FORECAST_COLUMNS if c in f]]
+    answered = layouts.loc[layouts["layout_error"].isna()]
+    rows = answered.merge(f[keep], on=["gpu", "dtype", "tp"], how="inner")
+    rows = size_fleets(rows, question)
+    missing = answered.merge(f[["gpu", "dtype", "tp"]].drop_duplicates(), on=["gpu", "dtype", "tp"], how="left",
+                             indicator=True)
+    missing = missing.loc[missing["_merge"] == "left_only"].drop(columns="_merge")
+    refused = layouts.loc[layouts["layout_error"].notna()]
+    extra = []
+    if len(missing):
+        extra.append(missing.assign(status="failed", error="no forecast of this layout in the serve table"))
+    if len(refused):
+        extra.append(refused.assign(status="not modelled", error=refused["layout_error"]))
+    if extra:
+        rows = pd.concat([rows, *extra], ignore_index=True)
+    rows["status_rank"] = rows["status"].map({s: i for i, s in enumerate(STATUSES)}).astype(int)
+    rows["feasible"] = rows["status"] == STATUSES[0]
+    return rows.drop(columns=["layout_error"])
+
+
+def size_fleets(rows: pd.DataFrame, question: ServeQuestion) -> pd.DataFrame:
+    """Replicas, GPUs, monthly cost, margins and status of each forecast candidate (vectorised; module
+    docstring)."""
+    out = rows.reset_index(drop=True).copy()
+    osl = float(question.osl)
+    ttft, tpot = out["ttft_ms"].to_numpy(dtype=float), out["tpot_ms"].to_numpy(dtype=float)
+    ttft_hi = _hi(out, "ttft_hi_ms", ttft)
+    tpot_hi = _hi(out, "tpot_hi_ms", tpot)
+    out["ttft_hi_ms"], out["tpot_hi_ms"] = ttft_hi, tpot_hi
+    latency_hi_s = (ttft_hi + (osl - 1.0) * tpot_hi) / 1e3
+    c = out["concurrency"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        replicas = np.ceil(question.rate_rps * latency_hi_s / c)
+    answered = np.isfinite(replicas) & (replicas > 0)
+    gpr = out["gpus_per_replica"].to_numpy(dtype=float)
+    price = out["usd_per_gpu_hour"].to_numpy(dtype=float)
+    n_gpus = replicas * gpr
+    out["replicas"] = pd.array(np.where(answered, replicas, np.nan), dtype="Float64").astype("Int64")
+    out["n_gpus"] = pd.array(np.where(answered, n_gpus, np.nan), dtype="Float64").astype("Int64")
+    out["request_latency_hi_ms"] = latency_hi_s * 1e3
+    usd_hour = np.where(answered, n_gpus * price, np.nan)
+    out["usd_per_month"] = usd_hour * HOURS_PER_MONTH
+    out["usd_per_1m_tokens"] = usd_hour / (question.tokens_per_s * S_PER_HOUR) * 1e6
+    out["fleet_utilisation_pct"] = 100 * question.rate_rps * latency_hi_s / np.where(answered, replicas * c, np.nan)
+
+    ttft_t, tpot_t = question.ttft_ms, question.tpot_ms
+    margin_hi = 100 * np.minimum(1 - ttft_hi / ttft_t, 1 - tpot_hi / tpot_t)
+    out["margin_pct"] = margin_hi
+    out["miss_pct"] = np.maximum(0.0, -margin_hi)
+    meets_point = (ttft <= ttft_t) & (tpot <= tpot_t)
+    meets_hi = (ttft_hi <= ttft_t) & (tpot_hi <= tpot_t)
+    out["meets_at_point"], out["meets_at_high_end"] = meets_point, meets_hi
+
+    error = out["error"].astype(object) if "error" in out else pd.Series(None, index=out.index, dtype=object)
+    has_error = error.notna().to_numpy() | ~answered
+    fits = out["fits"].astype("boolean")
+    too_many = np.zeros(len(out), dtype=bool) if question.max_gpus is None else n_gpus > question.max_gpus
+    status = np.select(
+        [has_error & not_supported(error), has_error, (fits == False).to_numpy(dtype=bool),  # noqa: E712
+         fits.isna().to_numpy(), too_many, ~meets_point, ~meets_hi],
+        ["not supported", "failed", "does not fit", "memory unknown", "too many GPUs", "misses the target",
+         "meets only at the point forecast"], default="meets")
+    out["status"] = status
+    out.loc[has_error & error.isna().to_numpy(), "error"] = "forecast is not a positive finite latency"
+    return out
+
+
+def _hi(frame: pd.DataFrame, column: str, point: np.ndarray) -> np.ndarray:
+    """The high end of an interval column, the point forecast where there is none."""
+    if column not in frame:
+        return point.copy()
+    hi = frame[column].to_numpy(dtype=float)
+    return np.where(np.isfinite(hi), hi, point)
+
+
+def decide(rows: pd.DataFrame, question: ServeQuestion, top: int = 20) -> tuple[bool, pd.DataFrame, pd.DataFrame]:
+    """(feasible, the kept candidates with ``chosen`` and ``why``, the Pareto front).
+
+    The plan: the feasible candidate with the lowest monthly cost (then fewer GPUs, then the larger margin).
+    Kept: per (GPU, dtype, layout) its best candidate (the cheapest feasible one, else the closest to meeting
+    the question), and the Pareto front's candidates. The front: answered candidates that fit, no other beating
+    them on both output tokens/s per GPU and per user."""
+    order = _rank(rows)
+    ranked = rows.iloc[order].reset_index(drop=True)
+    feasible = bool(ranked["feasible"].any())
+    ranked["chosen"] = False
+    if feasible:
+        ranked.loc[0, "chosen"] = True
+    fit = ranked["status"].isin(STATUSES[:4]).to_numpy()
+    per_gpu = ranked["tokens_per_s_per_gpu"].to_numpy(dtype=float)
+    per_user = ranked["tokens_per_s_per_user"].to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        front = pareto_mask(np.where(fit, 1.0 / per_gpu, np.nan), np.where(fit, 1.0 / per_user, np.nan))
+    ranked["pareto"] = front
+    best = ~ranked.duplicated(["gpu", "dtype", "layout"], keep="first").to_numpy()
+    kept = ranked.loc[best | front | ranked["chosen"].to_numpy()].copy()
+    kept["why"] = why(kept, question, ranked.iloc[0] if feasible else None)
+    pareto = kept.loc[kept["pareto"]].sort_values("tokens_per_s_per_user").reset_index(drop=True)
+    return feasible, kept.reset_index(drop=True), pareto
+
+
+def _rank(rows: pd.DataFrame) -> np.ndarray:
+    """Candidates best first: status, then (feasible) cost, GPUs, margin, (others) the miss."""
+    cost = rows["usd_per_month"].to_numpy(dtype=float)
+    gpus = rows["n_gpus"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    miss = rows["miss_pct"].to_numpy(dtype=float) if "miss_pct" in rows else np.full(len(rows), np.nan)
+    margin = rows["margin_pct"].to_numpy(dtype=float) if "margin_pct" in rows else np.full(len(rows), np.nan)
+    big = np.inf
+    key_cost = np.where(np.isfinite(cost), cost, big)
+    return np.lexsort((np.nan_to_num(-margin, nan=big), np.nan_to_num(gpus, nan=big),
+                       np.where(rows["feasible"].to_numpy(), key_cost, np.nan_to_num(miss, nan=big)),
+                       rows["status_rank"].to_numpy()))
+
+
+def _ms(v: float) -> str:
+    return f"{v / 1e3:.2f} s" if v >= 1000 else (f"{v:.1f} ms" if v >= 10 else f"{v:.2f} ms")
+
+
+def why(kept: pd.DataFrame, question: ServeQuestion, plan: pd.Series | None) -> list[str]:
+    """A short reason per kept candidate: why it is the plan, or why it lost to it."""
+    from tilecast.reports.money import usd
+
+    out = []
+    for r in kept.to_dict("records"):
+        s = r["status"]
+        if r.get("chosen"):
+            text = "the plan: the cheapest fleet meeting TTFT and TPOT at the high end of their intervals"
+        elif s == "meets":
+            extra = r["usd_per_month"] - plan["usd_per_month"]
+            pct = 100 * extra / plan["usd_per_month"] if plan["usd_per_month"] > 0 else np.nan
+            text = (f"meets it, but {usd(extra)} / month more than the plan (+{pct:.0f}%)" if extra > 0.005
+                    else "meets it at the same cost, with more GPUs or a smaller margin")
+        elif s == "meets only at the point forecast":
+            text = "meets it at the point forecast only: " + _misses(r, question)
+        elif s == "misses the target":
+            text = _misses(r, question)
+        elif s == "too many GPUs":
+            text = f"needs {r['n_gpus']} GPUs, more than max_gpus={question.max_gpus}"
+        elif s == "does not fit":
+            text = (f"does not fit: {r['mem_required_gib']:.1f} GiB per GPU of {r['gpu_mem_gib']:.0f} "
+                    f"(largest concurrency that fits: {r['max_concurrency']})")
+        elif s == "memory unknown":
+            text = "memory need unknown: fit not checked"
+        else:
+            text = f"{s}: {r['error']}" if s != "not modelled" else str(r["error"])
+        out.append(text)
+    return out
+
+
+def _misses(r: dict, q: ServeQuestion) -> str:
+    parts = []
+    for name, target in (("TTFT", q.ttft_ms), ("TPOT", q.tpot_ms)):
+        key = name.lower()
+        hi, point = r[f"{key}_hi_ms"], r[f"{key}_ms"]
+        if hi > target:
+            parts.append(f"{name} {_ms(hi)} at the high end > {_ms(target)} ({_ms(point)} point, "
+                         f"+{100 * (hi / target - 1):.0f}%)")
+    return "; ".join(parts) or "meets both targets"
+
+
+def serve_plan(question: ServeQuestion, layouts: pd.DataFrame, forecasts: pd.DataFrame, top: int = 20,
+               search: dict | None = None) -> Plan:
+    """The plan of ``question`` from its layouts (:func:`tilecast.planning.layouts.serve_layouts`) and the
+    serve-table rows forecasting them."""
+    rows = candidates(layouts, forecasts, question)
+    feasible, kept, pareto = decide(rows, question, top)
+    counts = rows["status"].value_counts()
+    info = dict(search or {})
+    info.update({"candidates": int(info.get("candidates", len(rows))), "answered": int(counts.drop(
+        ["not modelled", "not supported", "failed"], errors="ignore").sum()),
+        "by_status": {s: int(counts.get(s, 0)) for s in STATUSES if counts.get(s, 0)}})
+    return Plan(question, feasible, _ordered(kept), pareto, info)
+
+
+def _ordered(kept: pd.DataFrame) -> pd.DataFrame:
+    """:data:`PLAN_COLUMNS` first, then the layout and the rest."""
+    first = [c for c in PLAN_COLUMNS if c in kept]
+    rest = [c for c in ("status", "chosen", "pareto", "meets_at_point", "meets_at_high_end", "margin_pct",
+                        "miss_pct", *LAYOUT_COLUMNS, "gpus_per_replica", "ttft_lo_ms", "tpot_lo_ms",
+                        "request_latency_ms", "request_latency_hi_ms", "tokens_per_s_per_user", "usd_per_1m_tokens",
+                        "usd_per_gpu_hour", "price_estimate", "fleet_utilisation_pct", "fits", "mem_required_gib",
+                        "gpu_mem_gib", "max_concurrency", "interval_note", "error", "status_rank") if c in kept]
+    return kept[first + rest + [c for c in kept.columns if c not in first + rest]]
+
+
+__all__ = ["FORECAST_COLUMNS", "candidates", "decide", "replica_cells", "serve_plan", "size_fleets", "why"]
