@@ -15,11 +15,11 @@ import yaml
 
 from tilecast.forecast.serve import ServeWorkload, forecast_serve
 from tilecast.paths import CONF_DIR
-from tilecast.scoring.engine import with_intervals
+from tilecast.scoring.engine import unsupported_text, with_intervals
 from tilecast.scoring.metrics import S_PER_HOUR
 from tilecast.scoring.pricing import load_pricing
 from tilecast.scoring.schema import SERVE_COLUMNS, SERVE_KEYS, conform_serve
-from tilecast.specs import SpecError, get_gpu
+from tilecast.specs import SpecError, UnsupportedDtypeError, get_gpu
 
 GPUS = ("l4", "a100_sxm4_80gb", "h100_sxm_80gb")  # the A100 has no fp8 peak: those cells carry an error
 #: (dtype, isl, osl, tps): three serve workloads of Llama-3.1-8B
@@ -35,6 +35,8 @@ def serve_cell(model: str, gpu: str, dtype: str, tp: int, isl: int, osl: int, co
             "error": None}
     try:
         f = forecast_serve(ServeWorkload(model, dtype, tp, isl, osl, concurrency), gpu).to_dict()
+    except UnsupportedDtypeError as exc:  # as the scorer words it: not supported, not failed
+        return {**base, "error": unsupported_text(gpu, dtype, exc)}
     except (SpecError, ValueError) as exc:
         return {**base, "error": str(exc)}
     cost = price.usd_per_gpu_hour / (f["tokens_per_s_per_gpu"] * S_PER_HOUR) * 1e6

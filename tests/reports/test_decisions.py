@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from tilecast.reports.build import RECOMMENDATIONS_ID, SERVE_RECOMMENDATIONS_ID, ReportSettings, build_report
+from tilecast.reports.build import PLANS_ID, RECOMMENDATIONS_ID, SERVE_RECOMMENDATIONS_ID, ReportSettings, build_report
 from tilecast.reports.tables import NO_INTERVAL, Slice, fitting, headline, recommendations
 
 SL = Slice(seq_len=512)
@@ -75,28 +75,50 @@ def _order(text, *needles):
     assert at == sorted(at), list(zip(needles, at, strict=True))
 
 
-def test_the_page_opens_with_the_decisions(built_report):
+def test_the_page_opens_with_the_plans(built_report):
     md = (built_report / "report.md").read_text()
-    _order(md, "Run **2026-01-02**", "Since **2026-01-01**: 45 of 45 cells moved by more than 5%",
-           "## Recommendations: the cheapest GPU per workload", "| model | mode | dtype | seq_len | gpu | batch |",
-           "## Serving: the cheapest GPU per serve workload", "## Fleet totals", "## Plots", "](plots/",
-           "## Full tables", "## Run", "## Latency per model x GPU x batch", "## Cheapest GPU per workload and batch",
+    _order(md, "Run **2026-01-02**", "48 cells (45 forecast, 0 not supported on their GPU, 3 failed)",
+           "Since **2026-01-01**: 45 of 45 cells moved by more than 5%", "## Plans: what to rent for each question",
+           "| question | plan | cost | margin_pct | interval | since_previous |", "## Fleet totals",
+           "Each workload priced at the dtype it names (bf16",
+           "## Plots", "](plots/plans.png)", "an interactive chart in `report.html`; its data: `tables/chart.json`",
+           "## Full tables", "## Cheapest GPU per workload (", "### bert (",
+           "| model | mode | dtype | seq_len | gpu | batch |", "### gpt2 (",
+           "## Serving: the cheapest GPU per serve workload",
+           "## Run", "## Latency per model x GPU x batch", "## Cheapest GPU per workload and batch",
            "## Cost per 1M tokens", "## Serving: cost per 1M output tokens per GPU",
-           "## Serving: largest concurrency that fits", "## Changes since 2026-01-01", "## Failed cells")
+           "## Serving: largest concurrency that fits", "## Training runs at scale", "## Changes since 2026-01-01",
+           "## Not supported", "## Failed cells")
     assert "step +10%" in md and "| llama31_8b | bf16 | 1024 | 256 |" in md
     html = (built_report / "report.html").read_text()
     first_details = html.index("<details")
     top = html[:first_details]
-    # above the collapsed sections: the two recommendation tables and the fleet plan, then the images; nothing else
-    assert re.findall(r"<table id='([^']+)'>", top) == [RECOMMENDATIONS_ID, SERVE_RECOMMENDATIONS_ID, "fleet-plan"]
-    assert top.count("<table") == 3 and top.index("<img") > top.index(f"id='{SERVE_RECOMMENDATIONS_ID}'")
+    # above the collapsed sections: the plans and the fleet plan, then the plans' figure and the chart; nothing else
+    assert re.findall(r"<table id='([^']+)'>", top) == [PLANS_ID, "fleet-plan"]
+    assert top.count("<table") == 2 and top.index("<img") > top.index("id='fleet-plan'")
     assert len(top.split("<img")[0]) < 40_000  # the decisions are a few KB, not megabytes of tables
+    assert top.count("<script") == 2 and "id='explorer-data'" in top  # the chart: its data once, its script
     rest = html[first_details:]
-    assert rest.count("<details") == rest.count("</details>") >= 9 and " open>" not in rest
-    assert "<img" not in rest and html.count("data:image/png;base64,") == 5  # the serving Pareto plot too
-    assert (built_report / "plots" / "serving_pareto.png").exists()
-    for name in ("recommendations", "serve_recommendations", "serve_cost", "serve_capacity", "serve_failed"):
-        assert (built_report / "tables" / f"{name}.csv").exists()
+    assert rest.count("<details") == rest.count("</details>") >= 12 and " open>" not in rest
+    assert f"id='{RECOMMENDATIONS_ID}'" in rest and f"id='{SERVE_RECOMMENDATIONS_ID}'" in rest
+    assert "<img" not in rest and "<script" not in rest and html.count("data:image/png;base64,") == 1
+    assert sorted(p.name for p in (built_report / "plots").glob("*.png")) == ["plans.png"]
+    for name in ("plans", "recommendations", "serve_recommendations", "serve_cost", "serve_capacity", "chart"):
+        assert list((built_report / "tables").glob(f"{name}.*"))
+
+
+def test_the_plans_rows(built_report, serve_scores):
+    import pandas as pd
+
+    plans = pd.read_csv(built_report / "tables" / "plans.csv")
+    assert len(plans) == 4 and plans["question"].iloc[0].startswith("llama31_8b, 1,024 in / 256 out, 600 requests")
+    first = plans.iloc[0]
+    assert " x " in first["plan"] and "/ month" in first["cost"] and first["margin_pct"] >= 0
+    assert first["since_previous"] == "same"  # the previous run's tables are tonight's here
+    assert plans.iloc[1]["plan"].startswith("none meets it; closest ")  # TTFT 1 ms: impossible
+    assert "not in the run's serve grid" in plans.iloc[2]["plan"]
+    assert "to train" in plans.iloc[3]["cost"] and "days" in plans.iloc[3]["interval"]
+    assert not plans["cost"].fillna("").str.contains("e-0").any()  # money as money, never 6.66e-04
 
 
 def test_a_run_without_serve_cells_has_no_serve_section(tmp_path, smoke_scores):
@@ -105,4 +127,4 @@ def test_a_run_without_serve_cells_has_no_serve_section(tmp_path, smoke_scores):
     assert "Serving" not in text and "serve" not in text.lower().replace("observe", "")
     assert "No previous run" not in text  # no comparison asked for: none mentioned
     assert "since_previous" not in text and f"id='{RECOMMENDATIONS_ID}'" in html.read_text()
-    assert not (tmp_path / "plots" / "serving_pareto.png").exists()
+    assert not (tmp_path / "plots").exists() or not list((tmp_path / "plots").glob("*.png"))

@@ -11,7 +11,9 @@ from tilecast.reports.tables import (
     fitting,
     headline,
     latency_grid,
+    unsupported_cells,
 )
+from tilecast.scoring.engine import unsupported_text
 
 SL = Slice(seq_len=512)
 
@@ -30,15 +32,22 @@ def test_latency_grid_is_model_by_dtype_by_batch_by_gpu(smoke_scores):
         assert row["l4"].iloc[0] == (f"{want.iloc[0]:.1f}" if want.iloc[0] < 1000 else f"{want.iloc[0]:,.0f}")
 
 
-def test_a_failed_cell_shows_as_error_in_its_dtype_row(smoke_scores):
+def test_an_unsupported_cell_is_not_a_failed_one(smoke_scores):
     s = smoke_scores.copy()
     unsupported = (s["dtype"] == "bf16") & (s["gpu"] == "l4")
-    s.loc[unsupported, "error"] = "dtype bf16 is not supported on GPU l4: ..."
+    s.loc[unsupported, "error"] = unsupported_text("l4", "bf16", "no bf16 peak")
+    s.loc[(s["dtype"] == "bf16") & (s["gpu"] == "h100_sxm_80gb"), "error"] = "forecast failed: a kernel"
     grid = latency_grid(s, "inference", SL)
-    assert (grid.loc[grid["dtype"] == "bf16", "l4"] == "error").all()
-    assert not (grid.loc[grid["dtype"] == "fp32"] == "error").any().any()
+    assert (grid.loc[grid["dtype"] == "bf16", "l4"] == "not supported").all()
+    assert (grid.loc[grid["dtype"] == "bf16", "h100_sxm_80gb"] == "error").all()
+    assert not (grid.loc[grid["dtype"] == "fp32"].isin(["error", "not supported"])).any().any()
     failed = failed_cells(s)
-    assert failed.loc[failed["error"].str.startswith("dtype bf16"), "example"].str.contains(" l4 bf16 ").all()
+    assert not failed["error"].str.contains("not supported").any()  # not a failure
+    kernel = failed.loc[failed["error"] == "forecast failed: a kernel", "example"]
+    assert len(kernel) and kernel.str.contains(" h100_sxm_80gb bf16 ").all()
+    want = [{"gpu": "l4", "dtype": "bf16", "cells": int(unsupported.sum())}]
+    assert unsupported_cells(s).to_dict("records") == want
+    assert unsupported_cells(smoke_scores).empty
 
 
 def test_out_of_memory_cells_are_marked(smoke_scores):

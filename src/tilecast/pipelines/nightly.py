@@ -140,7 +140,7 @@ def settings_from_config(cfg: Mapping[str, Any]) -> NightlySettings:
     from tilecast.pipelines.report import settings_from_config as report_settings
     from tilecast.pipelines.score import settings_from_config as score_settings
 
-    report, fleet = report_settings({**(cfg.get("report") or {}), "fleet": cfg.get("fleet")})
+    report, fleet = report_settings({**(cfg.get("report") or {}), "fleet": cfg.get("fleet"), "plans": cfg.get("plans")})
     check_bootstrap(dict(cfg.get("train") or {}), dict(cfg.get("promote") or {}))
     return NightlySettings(score=score_settings(cfg), report=report, fleet=fleet,
                            experiment=str(cfg.get("experiment") or "nightly"), train=dict(cfg.get("train") or {}),

@@ -17,6 +17,7 @@ from tilecast.pipelines.score import PRICING_CSV, RUN_JSON, read_run, read_serve
 from tilecast.reports.build import ReportSettings, build_report, fit_blocks
 from tilecast.reports.diff import RunDiff, compare_runs
 from tilecast.reports.fleet import Fleet
+from tilecast.reports.plans import answer_all, load_questions
 from tilecast.reports.serve import ServeTargets
 from tilecast.scoring.store import RunStore
 
@@ -64,9 +65,13 @@ def write_report_into(directory: Path, store: RunStore, date: str, settings: Rep
         except (FileNotFoundError, ImportError) as exc:  # no shipped labels / no memory model here
             log.warning("memory check skipped: %s", exc)
     pricing = pd.read_csv(directory / PRICING_CSV) if (directory / PRICING_CSV).exists() else None
-    md, html = build_report(directory, scores, meta, settings, fleet, diff, blocks, pricing,
-                            serve=read_serve(directory), previous_serve=read_serve(store.root / prev) if prev else None,
-                            train=read_train(directory))
+    serve, train = read_serve(directory), read_train(directory)
+    prev_serve = read_serve(store.root / prev) if prev else None
+    plans = answer_all(settings.questions, serve, train) if settings.questions else None
+    prev_plans = (answer_all(settings.questions, prev_serve, read_train(store.root / prev))
+                  if settings.questions and prev else None)
+    md, html = build_report(directory, scores, meta, settings, fleet, diff, blocks, pricing, serve=serve,
+                            previous_serve=prev_serve, train=train, plans=plans, previous_plans=prev_plans)
     return md, html, diff, fit_summary
 
 
@@ -94,6 +99,7 @@ def settings_from_config(cfg: dict) -> tuple[ReportSettings, Fleet | None]:
     defaults = ReportSettings()
     settings = ReportSettings(targets or defaults.targets_ms, sl, int(cfg.get("max_rows", defaults.max_rows)),
                               float(cfg.get("diff_threshold", defaults.diff_threshold)),
-                              ServeTargets.from_config(cfg.get("serve")))
+                              ServeTargets.from_config(cfg.get("serve")),
+                              load_questions((cfg.get("plans") or {}).get("questions")))
     fleet = load_fleet(cfg["fleet"]) if cfg.get("fleet") else None
     return settings, fleet

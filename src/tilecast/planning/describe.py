@@ -13,6 +13,14 @@ def _ms(v: float) -> str:
     return f"{v / 1e3:.2f} s" if v >= 1000 else (f"{v:.0f} ms" if v >= 10 else f"{v:.1f} ms")
 
 
+def _span(lo: float, hi: float) -> str:
+    """``27-55 ms``, ``0.8-1.3 s``: one unit for both ends."""
+    if hi >= 1000:
+        return f"{lo / 1e3:.2g}-{hi / 1e3:.2g} s"
+    digits = 0 if lo >= 10 else 1
+    return f"{lo:.{digits}f}-{hi:.{digits}f} ms"
+
+
 def _int(v: Any) -> int:
     return int(v) if v is not None and not pd.isna(v) else 0
 
@@ -41,7 +49,7 @@ def interval_text(r: dict[str, Any]) -> str:
         for name in ("ttft", "tpot"):
             lo, hi = r.get(f"{name}_lo_ms"), r.get(f"{name}_hi_ms")
             point = r[f"{name}_ms"]
-            span = f"{_ms(lo)}-{_ms(hi)}" if lo is not None and hi is not None else _ms(point)
+            span = _span(lo, hi) if lo is not None and hi is not None else _ms(point)
             parts.append(f"{name.upper()} {span}")
         return ", ".join(parts)
     return f"{r['days_to_train']:.1f} days (high end {r['days_to_train_hi']:.1f})"

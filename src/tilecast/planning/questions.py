@@ -118,8 +118,8 @@ class ServeQuestion:
     def describe(self) -> str:
         rate = (f"{self.rate_rps * 60:,.0f} requests/min" if self.rate_rps * 60 >= 10
                 else f"{self.rate_rps:.3g} requests/s")
-        return (f"{self.model.key}, {self.isl:,} in / {self.osl:,} out, {rate}, TTFT <= {_ms(self.ttft_ms)}, "
-                f"TPOT <= {_ms(self.tpot_ms)}")
+        return (f"{self.model.key}, {self.isl:,} in / {self.osl:,} out, {rate}, TTFT ≤ {_ms(self.ttft_ms)}, "
+                f"TPOT ≤ {_ms(self.tpot_ms)}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": "serve", "name": self.name, "model": self.model.key, "isl": self.isl, "osl": self.osl,
@@ -167,8 +167,9 @@ class TrainQuestion:
         return None if self.days is None else self.days * S_PER_DAY
 
     def describe(self) -> str:
-        goal = f"in {self.days:g} days" if self.days is not None else f"within {money(self.budget_usd)}"
-        return f"train {self.model.key} on {self.tokens:.3g} tokens {goal} ({self.seq_len:,}-token sequences)"
+        goal = (f"in {self.days:g} day{'' if self.days == 1 else 's'}" if self.days is not None
+                else f"within {money(self.budget_usd)}")
+        return f"train {self.model.key} on {count(self.tokens)} tokens {goal}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": "train", "name": self.name, "model": self.model.key, "tokens": self.tokens,
@@ -181,6 +182,14 @@ Question = ServeQuestion | TrainQuestion
 
 def _ms(value: float) -> str:
     return f"{value / 1e3:g} s" if value >= 1000 else f"{value:g} ms"
+
+
+def count(value: float) -> str:
+    """A large count for people: ``2T``, ``1.5B``, ``300M``."""
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:g}"
 
 
 def money(value: float | None) -> str:

@@ -110,8 +110,9 @@ def size_fleets(rows: pd.DataFrame, question: ServeQuestion) -> pd.DataFrame:
     fits = out["fits"].astype("boolean")
     too_many = np.zeros(len(out), dtype=bool) if question.max_gpus is None else n_gpus > question.max_gpus
     status = np.select(
-        [has_error & not_supported(error), has_error, (fits == False).to_numpy(dtype=bool),  # noqa: E712
-         fits.isna().to_numpy(), too_many, ~meets_point, ~meets_hi],
+        [has_error & not_supported(error), has_error,
+         (fits == False).fillna(False).to_numpy(dtype=bool), fits.isna().to_numpy(), too_many,  # noqa: E712
+         ~meets_point, ~meets_hi],
         ["not supported", "failed", "does not fit", "memory unknown", "too many GPUs", "misses the target",
          "meets only at the point forecast"], default="meets")
     out["status"] = status

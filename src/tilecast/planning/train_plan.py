@@ -222,7 +222,7 @@ def search_runs(question: TrainQuestion, search: TrainSearch, predict: FamilyPre
     stats["assemble_s"] = time.perf_counter() - t1 - stats["price_s"]
     stats["seconds"] = time.perf_counter() - t0
     frame = pd.DataFrame(rows)
-    return _statuses(frame, question, factor, steps, prices), stats
+    return statuses(frame, question, factor, prices), stats
 
 
 def _rounds(todo: list, bound_s: np.ndarray, question: TrainQuestion, search: TrainSearch,
@@ -290,9 +290,11 @@ def _base(run: TrainRun, gpu: str, question: TrainQuestion) -> dict[str, Any]:
             "gpus_per_node": run.gpus_per_node}
 
 
-def _statuses(frame: pd.DataFrame, q: TrainQuestion, factor: Mapping[str, float], steps: float,
-              prices: Mapping[str, float]) -> pd.DataFrame:
-    """Days, cost, their high ends, margins and status of each row (vectorised)."""
+def statuses(frame: pd.DataFrame, q: TrainQuestion, factor: Mapping[str, float], prices: Mapping[str, float]
+             ) -> pd.DataFrame:
+    """Days, cost, their high ends, margins and status of each row (vectorised): rows of ``gpu, n_gpus, step_s,
+    tokens_per_s_per_gpu, fits`` (and ``status`` / ``error`` where already decided, e.g. not supported);
+    ``factor``: per GPU the high end of the step's interval over the step."""
     for col in ("step_s", "tokens_per_s_per_gpu", "mfu_pct", "mem_required_gib", "usd_per_1b_tokens",
                 "comm_exposed_ms", "gpu_mem_gib"):
         if col not in frame:
@@ -304,11 +306,12 @@ def _statuses(frame: pd.DataFrame, q: TrainQuestion, factor: Mapping[str, float]
     fac = frame["gpu"].map(factor).to_numpy(dtype=float)
     price = frame["gpu"].map(prices).to_numpy(dtype=float)
     n = frame["n_gpus"].to_numpy(dtype=float)
+    tokens_per_s = frame["tokens_per_s_per_gpu"].to_numpy(dtype=float) * n
     frame["step_hi_s"] = step * fac
-    frame["days_to_train"] = steps * step / S_PER_DAY
-    frame["days_to_train_hi"] = steps * step * fac / S_PER_DAY
+    frame["days_to_train"] = q.tokens / tokens_per_s / S_PER_DAY
+    frame["days_to_train_hi"] = frame["days_to_train"] * fac
     frame["usd_per_gpu_hour"] = price
-    frame["usd_to_train"] = steps * step / 3600.0 * n * price
+    frame["usd_to_train"] = frame["days_to_train"] * 24.0 * n * price
     frame["usd_to_train_hi"] = frame["usd_to_train"] * fac
     frame["gpu_mem_gib"] = frame["gpu"].map(lambda g: get_gpu(g).mem_gb).astype(float)
     if q.days is not None:
@@ -318,16 +321,18 @@ def _statuses(frame: pd.DataFrame, q: TrainQuestion, factor: Mapping[str, float]
     frame["margin_pct"] = 100 * (1 - hi / limit)
     frame["miss_pct"] = np.maximum(0.0, -frame["margin_pct"])
     status = frame["status"].astype(object).to_numpy() if "status" in frame else np.full(len(frame), None)
-    assembled = pd.isna(status)
-    fits = frame["fits"].astype(object).to_numpy()
-    status = np.where(assembled & (fits == False), "does not fit", status)  # noqa: E712
-    status = np.where(assembled & (fits != False) & (point > limit).to_numpy(), "misses the target", status)  # noqa: E712
-    status = np.where(assembled & (fits != False) & (point <= limit).to_numpy() & (hi > limit).to_numpy(),  # noqa: E712
-                      "meets only at the point forecast", status)
-    status = np.where(pd.isna(status), "meets", status)
+    open_ = pd.isna(status)
+    no_fit = (frame["fits"].astype("boolean") == False).fillna(False).to_numpy(dtype=bool)  # noqa: E712
+    point_ok, hi_ok = (point <= limit).to_numpy(dtype=bool), (hi <= limit).to_numpy(dtype=bool)
+    status = np.select([~open_, no_fit, ~point_ok, ~hi_ok],
+                       [status, "does not fit", "misses the target", "meets only at the point forecast"],
+                       default="meets")
     frame["status"] = status
     frame["status_rank"] = frame["status"].map({s: i for i, s in enumerate(STATUSES)}).astype(int)
     frame["feasible"] = frame["status"] == STATUSES[0]
+    for col in ("n_gpus", "tp", "pp", "cp", "micro_batch", "grad_accum", "global_batch", "seq_len", "gpus_per_node"):
+        if col in frame:
+            frame[col] = pd.array(frame[col].to_numpy(dtype=float), dtype="Float64").astype("Int64")
     return frame
 
 
@@ -370,10 +375,12 @@ def why(kept: pd.DataFrame, q: TrainQuestion, plan: pd.Series | None) -> list[st
         elif s == "meets":
             if q.days is not None:
                 extra = r["usd_to_train"] - plan["usd_to_train"]
-                text = f"meets it, but {usd(extra)} more to train (+{100 * extra / plan['usd_to_train']:.0f}%)"
+                text = (f"meets it, but {usd(extra)} more to train (+{100 * extra / plan['usd_to_train']:.1f}%)"
+                        if extra >= 0.5 else "meets it at the same cost, with more GPUs")
             else:
                 extra = r["days_to_train"] - plan["days_to_train"]
-                text = f"meets it, but {extra:.1f} days slower (+{100 * extra / plan['days_to_train']:.0f}%)"
+                text = (f"meets it, but {extra:.2f} days slower (+{100 * extra / plan['days_to_train']:.1f}%)"
+                        if extra > 0 else "meets it as fast, with more GPUs")
         elif s in ("meets only at the point forecast", "misses the target"):
             prefix = "meets it at the point forecast only: " if s != "misses the target" else ""
             if q.days is not None:
@@ -402,7 +409,7 @@ def check_deadline(rows: pd.DataFrame, q: TrainQuestion) -> None:
                                 f"takes {fastest['step_s']:,.1f} s a step ({fastest['n_gpus']} x {fastest['gpu']}, "
                                 f"{fastest['layout']})")
     else:
-        per_step = ok["usd_to_train"] / (q.tokens / (q.global_batch * q.seq_len))
+        per_step = ok["usd_to_train"] * ok["global_batch"].astype(float) * ok["seq_len"].astype(float) / q.tokens
         if q.budget_usd < per_step.min():
             raise DeadlineError(f"budget_usd={q.budget_usd:g} buys less than one step (the cheapest step costs "
                                 f"${per_step.min():,.2f})")

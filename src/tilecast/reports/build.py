@@ -1,20 +1,23 @@
-"""Build a run's report: tables (CSV), plots (PNG), ``report.md`` and a self-contained ``report.html``.
+"""Build a run's report: tables (CSV), plots, ``report.md`` and a self-contained ``report.html``.
 
-Decision first. The page opens with one line on the run and what changed since the previous one, then the
-**recommendations**: per workload (model, mode, dtype) the cheapest GPU and batch that fits and meets the
-latency target, its cost, its margin, how sure the forecast is (its interval, when the score table has one)
-and what changed since the previous run; per serve workload (when the run scored serve cells) the cheapest
-GPU, tp and concurrency meeting the TPOT and TTFT targets; the fleet plan of the configured workload mix.
-Then the plots. Then the full tables, each in a collapsed ``<details>`` in HTML (a plain section in Markdown,
-same order): the run, latency per model x GPU x batch, cheapest GPU per batch, cost per 1M tokens, the mix
-per GPU type, the serve tables, the memory model against the measured runs, the changes cell by cell,
-failed cells, prices.
+Decision first. The page opens with one line on the run (cells forecast, not supported on their GPU, failed)
+and what changed since the previous one, then the **plans**: one row per question of the report config
+(``plans:``, :mod:`tilecast.reports.plans`: model, traffic or tokens, service level or deadline), the plan the
+deployment planner makes from the run's own serve and training tables, its monthly (or per-run) cost, margin,
+interval and what changed since the previous run; then the fleet totals of the configured workload mix (priced
+at the dtype each workload names: bf16 for the default mix, as deployments run). Then the plots: the plans'
+Pareto fronts with the plan marked (small multiples, at most 8 series a panel) and one interactive chart
+(:mod:`tilecast.reports.explorer`: step time vs batch, cost vs step time, the serving fronts; a GPU family at a
+time). Then everything else, each in a collapsed ``<details>`` in HTML (a plain section in Markdown, same
+order): the cheapest GPU per workload grouped by model family, the serve recommendations, the run, latency per
+model x GPU x batch, cheapest GPU per batch, cost per 1M tokens, the mix per GPU type, the serve tables, the
+memory model against the measured runs, the changes cell by cell, cells not supported, failed cells, prices.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,10 +25,9 @@ from typing import Any
 import pandas as pd
 
 from tilecast.io import write_atomic
-from tilecast.reports import plots
 from tilecast.reports.diff import RunDiff
 from tilecast.reports.fleet import Fleet, fleet_by_gpu, fleet_plan
-from tilecast.reports.render import Block, Details, Heading, Image, Nav, Table, Text, to_html, to_markdown
+from tilecast.reports.render import Block, Chart, Details, Heading, Image, Nav, Table, Text, to_html, to_markdown
 from tilecast.reports.serve import (
     TPOT_INTERVAL_COLUMNS,
     ServeTargets,
@@ -43,6 +45,7 @@ from tilecast.reports.tables import (
     failed_cells,
     latency_grid,
     recommendations,
+    unsupported_cells,
 )
 
 REPORT_MD = "report.md"
@@ -50,6 +53,7 @@ REPORT_HTML = "report.html"
 TABLES_DIR = "tables"
 PLOTS_DIR = "plots"
 #: HTML ids of the decision tables (anchors; what the browser test looks for)
+PLANS_ID = "plans-table"
 RECOMMENDATIONS_ID = "recommendations"
 SERVE_RECOMMENDATIONS_ID = "serve-recommendations"
 
@@ -63,6 +67,7 @@ class ReportSettings:
     max_rows: int = 120  # conf/report.yaml and conf/nightly.yaml's report node hold the same (a test checks)
     diff_threshold: float = 0.05
     serve: ServeTargets = field(default_factory=ServeTargets)
+    questions: tuple = ()  # the plans' questions (conf/plans/<name>.yaml: tilecast.reports.plans.load_questions)
 
 
 def _write_csv(df: pd.DataFrame, directory: Path, name: str) -> str:
@@ -71,13 +76,30 @@ def _write_csv(df: pd.DataFrame, directory: Path, name: str) -> str:
     return rel
 
 
+def cell_counts(frame: pd.DataFrame) -> dict[str, int]:
+    """Cells of a score / serve table: all, forecast, not supported (a GPU without the dtype's peak: bf16 on a T4),
+    failed (everything else with an error). Not supported is not a failure."""
+    from tilecast.scoring.engine import not_supported
+
+    err = frame["error"]
+    unsupported = not_supported(err)
+    bad = err.notna().to_numpy()
+    return {"cells": len(frame), "forecast": int((~bad).sum()), "not_supported": int(unsupported.sum()),
+            "failed": int((bad & ~unsupported).sum())}
+
+
+def _counts_text(frame: pd.DataFrame, what: str = "cells") -> str:
+    c = cell_counts(frame)
+    return (f"{c['cells']:,} {what} ({c['forecast']:,} forecast, {c['not_supported']:,} not supported on their GPU, "
+            f"{c['failed']:,} failed)")
+
+
 def _run_section(meta: Mapping[str, Any], scores: pd.DataFrame) -> Details:
     stats = meta.get("stats", {})
-    n_fail = int(scores["error"].notna().sum())
     fits = scores["fits"]
     dtypes = ", ".join(pd.unique(scores["dtype"].astype(str))) if "dtype" in scores else "fp32"
-    lines = [f"Matrix **{meta.get('matrix', '?')}**: {len(scores):,} cells ({scores['model'].nunique()} models x "
-             f"{scores['gpu'].nunique()} GPUs; dtypes {dtypes}), {n_fail:,} failed, "
+    lines = [f"Matrix **{meta.get('matrix', '?')}**: {_counts_text(scores)}: {scores['model'].nunique()} models x "
+             f"{scores['gpu'].nunique()} GPUs, dtypes {dtypes}; "
              f"{int(fits.fillna(False).sum()):,} fit in memory, "
              f"{int((fits == False).sum()):,} do not, {int(fits.isna().sum()):,} unknown.",  # noqa: E712
              f"Predictors: `{meta.get('predictor', '?')}` ({meta.get('predictor_detail', '')}); versions "
@@ -110,11 +132,10 @@ def _diff_section(diff: RunDiff, directory: Path, max_rows: int) -> Details:
 
 def _lead(meta: Mapping[str, Any], scores: pd.DataFrame, serve: pd.DataFrame | None, diff: RunDiff | None) -> Text:
     """One line: the run, and what changed since the previous one."""
-    n_fail = int(scores["error"].notna().sum())
     text = (f"Run **{meta.get('date', '?')}** of matrix `{meta.get('matrix', '?')}`, predictor "
-            f"`{meta.get('predictor', '?')}`: {len(scores):,} cells ({n_fail:,} failed)")
+            f"`{meta.get('predictor', '?')}`: {_counts_text(scores)}")
     if serve is not None:
-        text += f", {len(serve):,} serve cells ({int(serve['error'].notna().sum()):,} failed)"
+        text += f", {_counts_text(serve, 'serve cells')}"
     text += "."
     if diff is not None:
         if diff.previous is None:
@@ -134,9 +155,20 @@ def _confidence_note(frame: pd.DataFrame, columns: tuple[str, str]) -> str:
             f"when it does)")
 
 
+def _family(model: str) -> str:
+    from tilecast.specs import get_model
+
+    try:
+        return get_model(model).family
+    except (KeyError, ValueError):
+        return "other"
+
+
 def _decisions(scores: pd.DataFrame, settings: ReportSettings, modes: list[str], directory: Path,
                diff: RunDiff | None, serve: pd.DataFrame | None, previous_serve: pd.DataFrame | None
-               ) -> list[Block]:
+               ) -> list[Details]:
+    """The cheapest GPU per workload, grouped by model family, and per serve workload: collapsed sections below
+    the plans (the plans answer the questions people ask; these tables are every workload's pick)."""
     sl, n = settings.slice, settings.max_rows
     previous = diff.previous_scores if diff is not None and diff.previous is not None else None
     targets = {m: float(settings.targets_ms[m]) for m in modes if m in settings.targets_ms}
@@ -144,27 +176,47 @@ def _decisions(scores: pd.DataFrame, settings: ReportSettings, modes: list[str],
     since = f"; `since_previous`: against {diff.previous}" if previous is not None else ""
     target_text = ", ".join(f"{m} <= {t:,.0f} ms" for m, t in targets.items())
     blocks: list[Block] = [
-        Heading("Recommendations: the cheapest GPU per workload", id="decisions"),
         Text(f"Per workload (model, mode, dtype; parallel `{sl.parallel}`, fused={str(sl.fused).lower()}, sequence "
              f"length {sl.seq_len} or the model's longest): the GPU and batch with the lowest cost per 1M tokens "
              f"whose cell fits in memory and meets the step-time target ({target_text}). `margin_pct`: how far "
              f"under the target; `meeting`: GPUs that meet it; {_confidence_note(scores, INTERVAL_COLUMNS)}"
-             f"{since}."),
-        Table(rec, "recommendation per workload", n, _write_csv(rec, directory, "recommendations"),
-              RECOMMENDATIONS_ID)]
+             f"{since}. Grouped by model family; all rows in `{_write_csv(rec, directory, 'recommendations')}`.")]
+    families = rec["model"].map(_family) if len(rec) else pd.Series(dtype=object)
+    for i, family in enumerate(sorted(pd.unique(families)) if len(rec) else []):
+        part = rec.loc[families == family]
+        blocks += [Heading(f"{family} ({len(part)} workloads)", level=3),
+                   Table(part.reset_index(drop=True), f"{family}: recommendation per workload", n, None,
+                         RECOMMENDATIONS_ID if i == 0 else f"{RECOMMENDATIONS_ID}-{family}")]
+    out = [Details(f"Cheapest GPU per workload ({len(rec)} workloads, by model family)", tuple(blocks), "decisions")]
     if serve is not None:
         st = settings.serve
         srec = serve_recommendations(serve, st, previous_serve, settings.diff_threshold)
         since = f"; `since_previous`: against {diff.previous}" if previous_serve is not None and diff else ""
-        blocks += [
-            Heading("Serving: the cheapest GPU per serve workload", id="serving"),
+        out.append(Details("Serving: the cheapest GPU per serve workload", (
             Text(f"Per serve workload (model, dtype, input / output length): the GPU, tensor parallelism and "
                  f"concurrency with the lowest cost per 1M output tokens whose cell fits and meets "
                  f"{st.describe()}. `margin_pct`: under the tighter of the two; "
                  f"{_confidence_note(serve, TPOT_INTERVAL_COLUMNS)}{since}."),
             Table(srec, "serve recommendation per workload", n,
-                  _write_csv(srec, directory, "serve_recommendations"), SERVE_RECOMMENDATIONS_ID)]
-    return blocks
+                  _write_csv(srec, directory, "serve_recommendations"), SERVE_RECOMMENDATIONS_ID)), "serving"))
+    return out
+
+
+def _plans(answers: Sequence[Any], previous: Sequence[Any] | None, settings: ReportSettings, directory: Path,
+           diff: RunDiff | None) -> list[Block]:
+    """The first screen: one row per question, then (under it) nothing else of the plans."""
+    from tilecast.reports.plans import plans_table
+
+    table = plans_table(answers, previous, settings.diff_threshold)
+    since = (f" `since_previous`: against {diff.previous} (its tables answered the same way)."
+             if previous is not None and diff is not None else "")
+    return [Heading("Plans: what to rent for each question", id="plans"),
+            Text("Per question of the report config (`plans:`), the deployment planner's answer from this run's serve "
+                 "and training tables: the cheapest fleet (replicas carrying the traffic) or training run that fits "
+                 "and meets the service level or deadline **at the high end of its forecast interval**; "
+                 "`margin_pct`: how far under the tighter target at that high end; `interval`: the forecast's 80% "
+                 f"interval. `tilecast plan` searches a finer grid and says why each runner-up lost.{since}"),
+            Table(table, "plan per question", settings.max_rows, _write_csv(table, directory, "plans"), PLANS_ID)]
 
 
 def _serve_details(serve: pd.DataFrame, settings: ReportSettings, directory: Path) -> list[Details]:
@@ -211,47 +263,62 @@ def _train_details(train: pd.DataFrame, directory: Path, max_rows: int) -> Detai
 def build_report(directory: Path, scores: pd.DataFrame, meta: Mapping[str, Any], settings: ReportSettings,
                  fleet: Fleet | None = None, diff: RunDiff | None = None, fit_check: list[Block] | None = None,
                  pricing: pd.DataFrame | None = None, title: str | None = None, serve: pd.DataFrame | None = None,
-                 previous_serve: pd.DataFrame | None = None, train: pd.DataFrame | None = None) -> tuple[Path, Path]:
+                 previous_serve: pd.DataFrame | None = None, train: pd.DataFrame | None = None,
+                 plans: Sequence[Any] | None = None, previous_plans: Sequence[Any] | None = None
+                 ) -> tuple[Path, Path]:
     """Write tables, plots, ``report.md`` and ``report.html`` into ``directory``; return the two report paths.
 
     ``serve``: the run's serve table (``serve_scores.parquet``), None when it scored no serve cells (no serve
     section then); ``previous_serve``: the previous run's, for what changed; ``train``: the run's training-run table
-    (``train_scores.parquet``), None when it scored none."""
+    (``train_scores.parquet``), None when it scored none; ``plans``: the answered questions
+    (:func:`tilecast.reports.plans.answer_all`), ``previous_plans`` the previous run's."""
+    from tilecast.reports import explorer
+    from tilecast.reports.plan_plots import plan_figure
+
     sl, n = settings.slice, settings.max_rows
+    for stale in (directory / PLOTS_DIR).glob("*.png"):  # a rerun's plots replace the earlier report's, not add
+        stale.unlink()
     serve = serve if serve is not None and len(serve) else None
     previous_serve = previous_serve if previous_serve is not None and len(previous_serve) else None
     title = title or f"tilecast forecast report {meta.get('date', '')}".strip()
     modes = [m for m in ("inference", "training") if (scores["mode"] == m).any()]
-    nav = [("Recommendations", "decisions"), *([("Serving", "serving")] if serve is not None else []),
-           *([("Fleet", "fleet")] if fleet is not None else []), ("Plots", "plots"), ("Full tables", "tables")]
+    nav = [*([("Plans", "plans")] if plans else []), *([("Fleet", "fleet")] if fleet is not None else []),
+           ("Plots", "plots"), ("Cheapest GPU per workload", "decisions"), ("Full tables", "tables")]
     blocks: list[Block] = [_lead(meta, scores, serve, diff), Nav(tuple(nav))]
-    blocks += _decisions(scores, settings, modes, directory, diff, serve, previous_serve)
+    if plans:
+        blocks += _plans(plans, previous_plans, settings, directory, diff)
     if fleet is not None:
         plan = fleet_plan(scores, fleet)
+        dtypes = ", ".join(sorted({w.dtype for w in fleet.workloads}))
         blocks += [Heading(f"Fleet totals: workload mix `{fleet.name}`", id="fleet"),
+                   Text(f"Each workload priced at the dtype it names ({dtypes}: what a deployment runs, not the fp32 "
+                        f"NeuSight path), on the cheapest GPU whose cell fits and meets its step-time target, sized "
+                        f"for its demand."),
                    Table(plan, "per workload, the cheapest GPU meeting its target, sized for its demand", n,
                          _write_csv(plan, directory, "fleet_plan"), "fleet-plan")]
 
     blocks.append(Heading("Plots", id="plots"))
-    for mode in modes:
-        for name, fn, alt in (("latency_vs_batch", plots.latency_vs_batch, "step time vs batch per GPU"),
-                              ("cost_vs_latency", plots.cost_latency_pareto, "cost vs latency Pareto per model")):
-            rel = f"{PLOTS_DIR}/{name}_{mode}.png"
-            path = fn(scores, mode, sl, directory / rel)
-            if path is not None:
-                blocks.append(Image(path, f"{mode}: {alt}", rel))
-    if serve is not None:
-        rel = f"{PLOTS_DIR}/serving_pareto.png"
-        path = plots.serving_pareto(serve, serve_workloads(serve, settings.serve), settings.serve.tpot_ms,
-                                    directory / rel)
+    answered = [a.plan for a in plans or [] if a.plan is not None]
+    if answered:
+        rel = f"{PLOTS_DIR}/plans.png"
+        path = plan_figure(answered, directory / rel)
         if path is not None:
-            blocks.append(Image(path, "serving: output tokens/s per GPU vs per user, Pareto front per GPU", rel))
+            blocks.append(Image(path, "the plans: each question's Pareto front, the plan starred (at most 8 series "
+                                      "a panel: the GPUs of the cheapest candidates, the rest grey)", rel))
+    payload = explorer.chart_payload(explorer.score_views(scores, sl) + explorer.serve_view(
+        serve, serve_workloads(serve, settings.serve) if serve is not None else None))
+    if payload is not None:
+        rel = f"{TABLES_DIR}/chart.json"
+        write_atomic(directory / rel, lambda tmp: tmp.write_text(json.dumps(payload, separators=(",", ":"))))
+        blocks.append(Chart(payload, "Per GPU: step time vs batch, cost vs step time, and the serving fronts "
+                                     "(tokens/s per GPU vs per user); choose a view, a workload and a GPU family", rel))
 
-    details: list[Details] = [_run_section(meta, scores)]
+    details: list[Details] = [*_decisions(scores, settings, modes, directory, diff, serve, previous_serve),
+                              _run_section(meta, scores)]
     scope = (f"Headline tables: no parallelism (`{sl.parallel}`), fused={str(sl.fused).lower()}, sequence "
              f"length {sl.seq_len} (or the model's longest scored one); one row per model, dtype and batch. "
-             f"`OOM`: the cell does not fit in memory; `error`: it could not be forecast (a dtype the GPU has "
-             f"no peak for, say: see Failed cells). Every cell is in `scores.parquet`.")
+             f"`OOM`: the cell does not fit in memory; `not supported`: the GPU has no peak for the dtype; "
+             f"`error`: it could not be forecast (see Failed cells). Every cell is in `scores.parquet`.")
     latency: list[Block] = [Text(scope)]
     for mode in modes:
         grid = latency_grid(scores, mode, sl)
@@ -283,6 +350,11 @@ def build_report(directory: Path, scores: pd.DataFrame, meta: Mapping[str, Any],
                        else Details("Memory model vs measured runs", tuple(fit_check), "memory"))
     if diff is not None:
         details.append(_diff_section(diff, directory, n))
+    unsupported = unsupported_cells(scores)
+    details.append(Details("Not supported: GPUs without the dtype's peak", (
+        Text("Cells a GPU cannot run at all (bf16 on a T4): not forecast, and not counted as failures."),
+        Table(unsupported, "cells not supported, by GPU and dtype", n,
+              _write_csv(unsupported, directory, "not_supported") if len(unsupported) else None)), "not-supported"))
     failed = failed_cells(scores)
     details.append(Details("Failed cells", (Table(failed, "cells that could not be forecast, by error", n,
                                                   _write_csv(failed, directory, "failed_cells") if len(failed)

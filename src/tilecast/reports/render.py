@@ -3,8 +3,10 @@
 Blocks: :class:`Heading`, :class:`Text`, :class:`Table` (a DataFrame, rows capped in the rendered
 page), :class:`Image` (a PNG next to the report; Markdown links it, HTML embeds it as base64) and
 :class:`Details` (a titled group of blocks: a collapsed ``<details>`` in HTML, a plain section in
-Markdown, in the same place) and :class:`Nav` (links to anchors of the page, HTML only). The HTML page runs
-no script and loads nothing from outside the file.
+Markdown, in the same place), :class:`Nav` (links to anchors of the page, HTML only) and :class:`Chart` (one
+interactive chart, :mod:`tilecast.reports.explorer`: its data embedded once and the script that draws it; Markdown
+names the JSON file beside the report). The HTML page loads nothing from outside the file; its only script is
+the chart's. Money columns (:func:`tilecast.reports.money.is_money_column`) print as money (``$1.2k``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from tilecast.reports.money import is_money_column, usd
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,18 @@ class Nav:
     links: tuple[tuple[str, str], ...]  # (text, id)
 
 
-Block = Heading | Text | Table | Image | Details | Nav
+@dataclass(frozen=True)
+class Chart:
+    """An interactive chart (:func:`tilecast.reports.explorer.chart_html`); ``rel``: its data as a JSON file beside
+    the report (what Markdown links)."""
+
+    payload: dict
+    alt: str
+    rel: str
+    id: str = "explorer"
+
+
+Block = Heading | Text | Table | Image | Details | Nav | Chart
 
 
 def fmt(value: object) -> str:
@@ -89,11 +104,20 @@ def fmt(value: object) -> str:
     return str(value)
 
 
+def fmt_cell(column: object, value: object) -> str:
+    """:func:`fmt`, or money for a money column (``$0.66``, ``$1.2k``: never ``6.66e-04``)."""
+    if is_money_column(str(column)) and isinstance(value, int | float | np.integer | np.floating) \
+            and not isinstance(value, bool | np.bool_):
+        return usd(value)
+    return fmt(value)
+
+
 def _rows(t: Table) -> tuple[list[str], list[list[str]], int]:
     df = t.frame
     shown = df.head(t.max_rows)
     header = [str(c) for c in df.columns]
-    body = [[fmt(v) for v in row] for row in shown.itertuples(index=False, name=None)]
+    body = [[fmt_cell(c, v) for c, v in zip(header, row, strict=True)]
+            for row in shown.itertuples(index=False, name=None)]
     return header, body, len(df) - len(shown)
 
 
@@ -126,6 +150,8 @@ def _markdown_blocks(blocks, out: list[str]) -> None:
                 out += [f"Full table: `{b.csv}`.", ""]
         elif isinstance(b, Image):
             out += [f"![{b.alt}]({b.rel})", ""]
+        elif isinstance(b, Chart):
+            out += [f"{b.alt}: an interactive chart in `report.html`; its data: `{b.rel}`.", ""]
         elif isinstance(b, Details):
             out += [f"## {b.summary}", ""]
             _markdown_blocks(b.blocks, out)
@@ -147,7 +173,8 @@ img{max-width:100%;border:1px solid #eee}code{background:#f4f4f4;padding:0 3px}
 .wrap{overflow-x:auto}p.note{color:#555;font-size:12px}h1{font-size:1.5em;margin:.2em 0}
 h2{font-size:1.2em;margin:.8em 0 .3em}details{margin:.3em 0;border-top:1px solid #ddd}
 summary{cursor:pointer;font-weight:600;font-size:1.1em;padding:.4em 0}details>h3{font-size:1em}
-td.t,th.t{text-align:left}p.nav{font-size:13px;margin:.2em 0}p.nav a{color:#1a5fb4}"""
+td.t,th.t{text-align:left}p.nav{font-size:13px;margin:.2em 0}p.nav a{color:#1a5fb4}
+.chart .controls label{margin-right:1em;font-size:13px}.chart svg{max-width:100%;height:auto}"""
 
 
 def _inline(text: str) -> str:
@@ -184,6 +211,10 @@ def _html_blocks(blocks, out: list[str]) -> None:
         elif isinstance(b, Image):
             data = base64.b64encode(Path(b.path).read_bytes()).decode("ascii")
             out.append(f"<p><img alt='{html.escape(b.alt)}' src='data:image/png;base64,{data}'></p>")
+        elif isinstance(b, Chart):
+            from tilecast.reports.explorer import chart_html
+
+            out += [f"<p class='note'>{_inline(b.alt)}</p>", chart_html(b.payload, b.id)]
         elif isinstance(b, Details):
             out.append(f"<details{_id(b.id)}{' open' if b.open else ''}><summary>{_inline(b.summary)}</summary>")
             _html_blocks(b.blocks, out)

@@ -203,8 +203,11 @@ def serve_capacity(serve: pd.DataFrame) -> pd.DataFrame:
 
 
 def serve_failed(serve: pd.DataFrame) -> pd.DataFrame:
-    """Serve cells that could not be forecast, grouped by error text (how many cells, an example)."""
-    bad = serve.loc[serve["error"].notna()]
+    """Serve cells that could not be forecast, grouped by error text (how many cells, an example); a cell whose
+    GPU has no peak for its dtype is not supported, not failed (not listed)."""
+    from tilecast.scoring.engine import not_supported
+
+    bad = serve.loc[serve["error"].notna().to_numpy() & ~not_supported(serve["error"])]
     if bad.empty:
         return pd.DataFrame(columns=["error", "cells", "example"])
     ex = (bad["model"] + " " + bad["gpu"] + " " + bad["dtype"] + " tp" + bad["tp"].astype(str) + " isl"
@@ -214,8 +217,8 @@ def serve_failed(serve: pd.DataFrame) -> pd.DataFrame:
 
 
 def serve_workloads(serve: pd.DataFrame, targets: ServeTargets) -> list[tuple[str, str, int, int]]:
-    """The workloads the Pareto plot shows: the configured ones present in the table; by default one per (model,
-    dtype), at the input / output lengths most models were scored at (ties: the shortest)."""
+    """The workloads the report's serving chart lists: the configured ones present in the table; by default one per
+    (model, dtype), at the input / output lengths most models were scored at (ties: the shortest)."""
     fit = fitting_cells(serve)
     have = sorted(set(zip(fit["model"], fit["dtype"], fit["isl"].astype(int), fit["osl"].astype(int), strict=True)))
     if targets.pareto:

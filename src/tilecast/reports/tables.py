@@ -67,8 +67,11 @@ def latency_grid(scores: pd.DataFrame, mode: str, sl: Slice) -> pd.DataFrame:
     sub = headline(scores.loc[scores["mode"] == mode], sl)
     if sub.empty:
         return pd.DataFrame()
-    text = np.where(sub["error"].notna(), "error",
-                    np.where(sub["fits"].fillna(True).astype(bool), sub["e2e_ms"].map(_fmt_ms), "OOM"))
+    from tilecast.scoring.engine import not_supported
+
+    text = np.where(not_supported(sub["error"]), "not supported", np.where(
+        sub["error"].notna(), "error", np.where(sub["fits"].fillna(True).astype(bool), sub["e2e_ms"].map(_fmt_ms),
+                                                "OOM")))
     grid = (sub.assign(cell=text)
             .pivot_table(index=["model", "dtype", "seq_len", "batch"], columns="gpu", values="cell", aggfunc="first")
             .reset_index())
@@ -117,9 +120,22 @@ def cost_per_1m_tokens(scores: pd.DataFrame, mode: str, sl: Slice) -> pd.DataFra
     return grid
 
 
+def unsupported_cells(scores: pd.DataFrame) -> pd.DataFrame:
+    """Cells whose GPU has no peak for their dtype (not failures), per (GPU, dtype): how many cells."""
+    from tilecast.scoring.engine import not_supported
+
+    bad = scores.loc[not_supported(scores["error"])]
+    if bad.empty:
+        return pd.DataFrame(columns=["gpu", "dtype", "cells"])
+    return bad.groupby(["gpu", "dtype"]).size().rename("cells").reset_index()
+
+
 def failed_cells(scores: pd.DataFrame) -> pd.DataFrame:
-    """Cells that could not be forecast, grouped by error text (with how many cells and an example)."""
-    bad = scores.loc[scores["error"].notna()]
+    """Cells that could not be forecast (an error other than a dtype the GPU cannot run, which is "not supported",
+    :func:`unsupported_cells`), grouped by error text (with how many cells and an example)."""
+    from tilecast.scoring.engine import not_supported
+
+    bad = scores.loc[scores["error"].notna().to_numpy() & ~not_supported(scores["error"])]
     if bad.empty:
         return pd.DataFrame(columns=["error", "cells", "example"])
     bad = bad.assign(example=bad["model"] + " " + bad["gpu"] + " " + bad["dtype"] + " b" + bad["batch"].astype(str)

@@ -178,8 +178,13 @@ def unsupported_pairs(cells: pd.DataFrame) -> dict[tuple[str, str], str]:
         try:
             check_gpu_dtype(get_gpu(gpu), dtype)
         except SpecError as exc:
-            out[(gpu, dtype)] = f"dtype {dtype} {NOT_SUPPORTED_TEXT} {gpu}: {exc}"
+            out[(gpu, dtype)] = unsupported_text(gpu, dtype, exc)
     return out
+
+
+def unsupported_text(gpu: str, dtype: str, why: object) -> str:
+    """The error of a cell whose GPU has no peak for its dtype (one wording for every table)."""
+    return f"dtype {dtype} {NOT_SUPPORTED_TEXT} {gpu}: {why}"
 
 
 def not_supported(errors: pd.Series) -> np.ndarray:
@@ -444,4 +449,5 @@ def score_cells(cells: pd.DataFrame, client: Client, source: PredictorSource, pr
     return scored.table, scored.stats
 
 
-__all__ = ["CELL_KEYS", "NOT_SUPPORTED_TEXT", "GridScores", "ScoreStats", "not_supported", "score_cells", "score_grid"]
+__all__ = ["CELL_KEYS", "NOT_SUPPORTED_TEXT", "GridScores", "ScoreStats", "not_supported", "score_cells", "score_grid",
+           "unsupported_text"]

@@ -22,9 +22,10 @@ from tilecast.forecast.kernels import FamilyPredictor
 from tilecast.forecast.ops import op_latency_matrix
 from tilecast.forecast.train_run import assemble, micro_batch_frame, micro_batch_times
 from tilecast.forecast.workload import check_gpu_dtype
+from tilecast.scoring.engine import unsupported_text
 from tilecast.scoring.matrix import TRAIN_KEYS, TrainMatrix
 from tilecast.scoring.pricing import Pricing
-from tilecast.specs import SpecError, get_gpu, get_model
+from tilecast.specs import SpecError, UnsupportedDtypeError, get_gpu, get_model
 from tilecast.specs.train_run import TrainRun
 
 GIB = float(2**30)
@@ -84,6 +85,10 @@ def score_train_runs(cells: pd.DataFrame, section: TrainMatrix, predict: FamilyP
             if isinstance(mb, str) or mb is None:
                 raise ValueError(mb or f"no forecast for {gpu.key}")
             fc = assemble(run, gpu, mb, pricing=price)
+        except UnsupportedDtypeError as exc:  # "not supported", not "failed" (the report counts them apart)
+            rec["error"] = unsupported_text(str(cell["gpu"]), str(cell["dtype"]), exc)
+            records.append(rec)
+            continue
         except (SpecError, ValueError, KeyError) as exc:
             rec["error"] = str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
             records.append(rec)
