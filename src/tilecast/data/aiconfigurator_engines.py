@@ -48,7 +48,7 @@ DROP_CONSTANT: dict[str, tuple[str, ...]] = {
     "gemm_engines": ("op_name",),
     "context_attention_engines": ("op_name", "beam_width"),
     "generation_attention_engines": ("op_name", "beam_width"),
-    "custom_allreduce": ("op_name", "allreduce_dtype"),
+    "custom_allreduce": ("op_name",),  # allreduce_dtype stays: the element size of message_size
 }
 #: the columns that make a kernel table's shape (a sampled shape is kept on every GPU and engine)
 SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {

@@ -7,9 +7,12 @@ DeepGEMM on datacenter Blackwell, compared with vLLM's per-tensor fp8) and, for 
 Its **regime** (:data:`REGIMES`) is the shape range inside which a library keeps one kernel: GEMMs by tokens
 ``M`` (small-M GEMV-like kernels vs tiled large-M ones) and weight size ``N x K``; prefill by prompt length,
 tokens in the batch and query heads per KV head; decode by cache length, batch and query heads per KV head. Its
-**generation** (:func:`kernel_generation`) is the SM family the libraries dispatch on.
+**library** (:func:`library_class`) is the set of kernels the engines and vLLM dispatch to on the GPU's SM
+generation (:func:`kernel_generation`): GEMM libraries ship kernels per SM generation, so a GEMM's library is its
+generation; the attention backends split datacenter Blackwell (TRT-LLM-gen FMHA / XQA under every engine) from
+the rest, and Ada (sm89) and RTX Blackwell (sm120) run the same FlashAttention-2 / FlashInfer kernels, one class.
 
-The factor of a (engine, family, variant, generation, regime) cell is the median over the cell's GPUs of each
+The factor of a (engine, family, variant, library, regime) cell is the median over the cell's GPUs of each
 GPU's median log ratio engine / vLLM (every GPU weighs the same); a regime the cell's GPUs never measured takes
 the median over the cell's other regimes. Only each engine's default kernel is fitted: on each GPU the kernel
 library its table measures on the full shape grid (:func:`default_kernels`).
@@ -86,6 +89,20 @@ def kernel_generation(gpu: GpuSpec) -> str | None:
     return "sm89" if sm == 89 else f"sm{sm // 10 * 10}"
 
 
+#: family -> SM generations that run the same kernel libraries (one class); other generations are their own class
+LIBRARY_CLASSES: dict[str, dict[str, str]] = {
+    "attn_prefill": {"sm89": "sm89+sm120", "sm120": "sm89+sm120"},
+    "attn_decode": {"sm89": "sm89+sm120", "sm120": "sm89+sm120"},
+}
+
+
+def library_class(family: str, generation: str | None) -> str | None:
+    """The kernel-library class of a row of ``family`` on a GPU of SM ``generation`` (None stays None)."""
+    if generation is None:
+        return None
+    return LIBRARY_CLASSES.get(family, {}).get(generation, generation)
+
+
 def variants(family: str, rows: pd.DataFrame, fp8_block: bool = False) -> np.ndarray:
     """Each kernel row's variant (None where no engine factor applies: bmm, fp4, tf32, fp32 GEMMs)."""
     from tilecast.tiles.dtypes import row_dtypes
@@ -153,18 +170,19 @@ def default_kernels(matched: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_cells(matched: pd.DataFrame) -> pd.DataFrame:
-    """``matched`` plus ``generation``, ``regime`` and ``log_ratio`` (log engine / vLLM)."""
+    """``matched`` plus ``generation``, ``library``, ``regime`` and ``log_ratio`` (log engine / vLLM)."""
     gens = {s: kernel_generation(get_gpu(s)) for s in matched["system"].unique()}
     out = matched.assign(generation=matched["system"].map(gens), log_ratio=np.log(matched["engine_ms"]
                                                                                   / matched["vllm_ms"]))
+    out["library"] = [library_class(f, g) for f, g in zip(out["family"], out["generation"], strict=True)]
     out["regime"] = ""
     for fam, idx in out.groupby("family").groups.items():
         out.loc[idx, "regime"] = regime_keys(str(fam), out.loc[idx])
     return out
 
 
-#: the cell of a factor: engine, family, variant, generation (then regime)
-CELL = ["engine", "family", "variant", "generation"]
+#: the cell of a factor: engine, family, variant, kernel-library class (then regime)
+CELL = ["engine", "family", "variant", "library"]
 
 
 def fit_factor_table(cells: pd.DataFrame) -> pd.DataFrame:

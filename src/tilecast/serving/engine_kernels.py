@@ -4,10 +4,11 @@ The project's ``tc_gemm``, ``attn_prefill`` and ``attn_decode`` predictors learn
 tables, so under vLLM a kernel's forecast is the predictor's (factor 1). SGLang and TRT-LLM call other kernel
 libraries for some of the same operations (CUTLASS, DeepGEMM, TRT-LLM's own GEMMs, FMHA and XQA, FlashInfer):
 :func:`engine_family_predictor` multiplies each row's forecast by ``exp(log_factor)`` of its (engine, family,
-variant, SM generation, shape regime) cell, fitted on the engines' measured kernels against vLLM's on the same
+variant, kernel-library class, shape regime) cell, fitted on the engines' measured kernels against vLLM's on the same
 shapes (:mod:`tilecast.serving.engine_kernel_fit`; docs/method.md §18). A row gets factor 1 when no factor
-applies: other families (vector ops), bmm and fp4 / tf32 GEMMs, or a GPU whose SM generation no measured GPU
-shares (Hopper, AMD): the data cannot say how the engine differs there.
+applies: other families (vector ops), bmm and fp4 / tf32 GEMMs, or a GPU whose kernel-library class no measured
+GPU shares (Hopper, AMD): the data cannot say how the engine differs there, and leave one GPU out, factor 1 on
+such a GPU beat borrowing the other classes' factors (``benchmarks/engine_kernels.md``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tilecast.serving.engine_kernel_fit import (
     default_kernels,
     fit_factor_table,
     kernel_generation,
+    library_class,
     matched_kernels,
     regime_keys,
     variants,
@@ -44,18 +46,26 @@ class FactorTable:
 
     def __init__(self, table: pd.DataFrame) -> None:
         self.table = table.reset_index(drop=True)
-        self._exact = {tuple(r[:-1]): r[-1] for r in
-                       self.table[[*CELL, "regime", "log_factor"]].itertuples(index=False, name=None)}
+        keyed = self.table.set_index([*CELL, "regime"])["log_factor"]
+        self._exact = keyed[~keyed.index.duplicated()]
 
-    def log_factors(self, engine: str, family: str, variant: np.ndarray, generation: np.ndarray,
+    def log_factors_frame(self, rows: pd.DataFrame, default: float = 0.0) -> np.ndarray:
+        """Per row of a frame with the ``CELL`` columns and ``regime``: the cell's regime factor, else the
+        cell's ``*`` factor, else ``default`` (a cell never fitted, or a None variant / generation)."""
+        if rows.empty:
+            return np.zeros(0)
+        keys = rows[[*CELL, "regime"]].astype(object)
+        exact = self._exact.reindex(pd.MultiIndex.from_frame(keys)).to_numpy(float)
+        whole = self._exact.reindex(pd.MultiIndex.from_frame(keys.assign(regime="*"))).to_numpy(float)
+        out = np.where(np.isnan(exact), whole, exact)
+        return np.where(np.isnan(out), default, out)
+
+    def log_factors(self, engine: str, family: str, variant: np.ndarray, library: np.ndarray,
                     regime: np.ndarray) -> np.ndarray:
         """Per row: the cell's regime factor, else the cell's ``*`` factor, else 0 (identity)."""
-        out = np.zeros(len(variant))
-        for i, (v, g, r) in enumerate(zip(variant, generation, regime, strict=True)):
-            if v is None or g is None:
-                continue
-            out[i] = self._exact.get((engine, family, v, g, r), self._exact.get((engine, family, v, g, "*"), 0.0))
-        return out
+        frame = pd.DataFrame({"engine": engine, "family": family, "variant": variant, "library": library,
+                              "regime": regime})
+        return self.log_factors_frame(frame)
 
 
 def fit_factors(engine_tables: dict[str, pd.DataFrame], vllm_tables: dict[str, pd.DataFrame]) -> FactorTable:
@@ -76,14 +86,15 @@ def shipped_factors() -> FactorTable:
     return fit_factors(engines, vllm)
 
 
-def _generations(rows: pd.DataFrame, gpu: GpuSpec | None) -> np.ndarray:
+def _libraries(family: str, rows: pd.DataFrame, gpu: GpuSpec | None) -> np.ndarray:
+    """Each row's kernel-library class from its GPU (``gpu``, else its ``Device``)."""
     if gpu is not None:
-        return np.full(len(rows), kernel_generation(gpu), dtype=object)
+        return np.full(len(rows), library_class(family, kernel_generation(gpu)), dtype=object)
     if "Device" not in rows:
         raise ValueError("kernel rows name no GPU (no Device column) and no gpu was given")
     names = rows["Device"].astype(str)
-    gens = {n: kernel_generation(get_gpu(n)) for n in pd.unique(names)}
-    return names.map(gens).to_numpy(dtype=object)
+    libs = {n: library_class(family, kernel_generation(get_gpu(n))) for n in pd.unique(names)}
+    return names.map(libs).to_numpy(dtype=object)
 
 
 def engine_log_factors(engine: str, family: str, rows: pd.DataFrame, gpu: GpuSpec | None = None,
@@ -97,7 +108,7 @@ def engine_log_factors(engine: str, family: str, rows: pd.DataFrame, gpu: GpuSpe
         return np.zeros(len(rows))
     table = shipped_factors() if factors is None else factors
     return table.log_factors(name, family, variants(family, rows, fp8_scaling == "block"),
-                             _generations(rows, gpu), regime_keys(family, rows))
+                             _libraries(family, rows, gpu), regime_keys(family, rows))
 
 
 def engine_family_predictor(predict: FamilyPredictor, engine: str, version: str | None = None, *,
