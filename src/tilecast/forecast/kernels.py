@@ -101,7 +101,7 @@ def forecast_kernels(frame: pd.DataFrame, predict: FamilyPredictor, gpu: GpuSpec
     if "OPName" not in rows:
         raise ValueError("kernel rows need an 'OPName' column (the data's schema)")
     names, specs, gpu_errors = _row_gpus(rows, gpu)
-    error = names.map(gpu_errors).fillna("").astype(object)
+    error = names.map(gpu_errors).astype(object).fillna("")
     dtype_errors, dtypes = _dtype_errors(rows, names, specs)
     rows = rows.assign(dtype=dtypes)
     error = error.where(error != "", dtype_errors)
