@@ -1,12 +1,14 @@
 """Engine kernels benchmark: how much SGLang and TRT-LLM change a kernel's time against vLLM, how well the engine
 kernel factors forecast it on a GPU left out, and the engines' own all-reduce against the NCCL model.
 
-    python benchmarks/engine_kernels.py     # -> benchmarks/engine_kernels.md (about 2 minutes on 2 cores)
+    python benchmarks/engine_kernels.py                 # -> benchmarks/engine_kernels.md (~2-5 min on 2 cores)
+    python benchmarks/engine_kernels.py --no-predictors # without section 3 (fits the GEMM / attention predictors)
 
 Everything is read from the shipped tables (``data/aiconfigurator_engines`` against ``data/aiconfigurator``).
-The kernel figures price an engine's kernel as vLLM's *measured* time of the same shape times the factor, so
-they isolate the engine effect from the predictors' own error (``benchmarks/precision.md``). Leave one GPU out:
-the factors are fitted on the other GPUs and judged on the left-out one's rows, every GPU weighing the same.
+Section 2 prices an engine's kernel as vLLM's *measured* time of the same shape times the factor, which isolates
+the engine effect from the predictors' own error; section 3 chains it with the project's predictors (xgboost,
+registry defaults, fitted here on a sample of the vLLM rows of the other GPUs). Leave one GPU out: predictors
+and factors are fitted on the other GPUs and judged on the left-out one's rows, every GPU weighing the same.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import pandas as pd
 from tilecast.data import load_aiconfigurator, load_aiconfigurator_engines
 from tilecast.evaluation.tables import markdown
 from tilecast.forecast.comm import CommModel
+from tilecast.predictors import fit_predictor
+from tilecast.predictors.rows import tensor_rows
 from tilecast.serving.engine_allreduce import (
     ALLREDUCE_PARAMS,
     EngineAllReduce,
@@ -37,7 +41,7 @@ from tilecast.serving.engine_kernel_fit import (
     matched_kernels,
     with_cells,
 )
-from tilecast.serving.engine_kernels import FactorTable
+from tilecast.serving.engine_kernels import FactorTable, engine_family_predictor
 from tilecast.specs import get_gpu
 
 OUT = Path(__file__).with_name("engine_kernels.md")
@@ -154,6 +158,59 @@ def worse_than_identity(res: pd.DataFrame, candidate: str, margin_pct: float = 0
     return bad[[*GROUP, "gpu", "identity", candidate, "change"]].round(1)
 
 
+# ---- with the project's predictors -------------------------------------------------------------------------
+#: vLLM rows per family the predictors of section 3 are fitted on (a seeded sample; the full fits are
+#: ``benchmarks/precision.md``'s)
+PREDICTOR_SAMPLE = 40000
+
+
+def predictor_logo(cells: pd.DataFrame) -> pd.DataFrame:
+    """MAPE % of engine kernel times per (engine, family, left-out GPU): the predictor fitted on the other GPUs'
+    vLLM rows alone (``identity``) and wrapped by :func:`engine_family_predictor` with the factors fitted on the
+    other GPUs (``library``)."""
+    out = []
+    for family in ("tc_gemm", "attn_prefill", "attn_decode"):
+        vllm = tensor_rows(family)
+        vllm = vllm.sample(n=min(len(vllm), PREDICTOR_SAMPLE), random_state=0)
+        mine = cells[cells["family"] == family]
+        for gpu in sorted(mine["system"].unique()):
+            device = get_gpu(gpu).device_name
+            model = fit_predictor("xgboost", family, vllm[vllm["Device"] != device])
+            factors = FactorTable(fit_factor_table(cells[cells["system"] != gpu]))
+            test = mine[mine["system"] == gpu]
+            if family != "tc_gemm":  # the workload's attention is bf16; fp8 FMHA is the engine's choice
+                test = test.assign(dtype="bf16")
+            for (engine, variant), part in test.groupby(["engine", "variant"], sort=True):
+                scaling = "block" if variant == "fp8_block" else "tensor"
+                rows = part.assign(Device=device)
+                base = model.predict_ms(rows, None)
+                wrapped = engine_family_predictor(lambda f, r, g, m=model: m.predict_ms(r, g), str(engine),
+                                                  factors=factors, fp8_scaling=scaling)(family, rows, None)
+                truth = part["engine_ms"].to_numpy()
+                for name, pred in (("identity", base), ("library", wrapped)):
+                    out.append({"candidate": name, "engine": engine, "family": family, "variant": variant,
+                                "gpu": gpu, "rows": len(part), "mape": float(np.mean(np.abs(pred / truth - 1)) * 100)})
+            print(f"  {family} without {gpu}", flush=True)
+    return pd.DataFrame(out)
+
+
+def summarise_two(res: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """As :func:`summarise` for the two candidates of :func:`predictor_logo`."""
+    per_gpu = res.assign(w=res["mape"] * res["rows"]).groupby(["candidate", *keys, "gpu"], sort=True).agg(
+        w=("w", "sum"), rows=("rows", "sum"))
+    per_gpu["mape"] = per_gpu["w"] / per_gpu["rows"]
+    rows = []
+    for key, g in per_gpu.reset_index().groupby(keys, sort=True):
+        row = dict(zip(keys, key, strict=True))
+        for cand in ("identity", "library"):
+            c = g[g["candidate"] == cand]
+            worst = c.loc[c["mape"].idxmax()]
+            row[f"predictor{' x factor' if cand == 'library' else ''} mean"] = round(float(c["mape"].mean()), 1)
+            row[f"predictor{' x factor' if cand == 'library' else ''} worst"] = f"{worst['mape']:.1f} ({worst['gpu']})"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 # ---- all-reduce ------------------------------------------------------------------------------------------------
 def allreduce_logo(table: pd.DataFrame, nccl: pd.DataFrame) -> pd.DataFrame:
     """Per left-out GPU and implementation: MAPE % of the engine model (fitted on the other GPUs), the NCCL model
@@ -195,7 +252,9 @@ def allreduce_summary(res: pd.DataFrame, rows: str) -> pd.DataFrame:
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-predictors", action="store_true", help="skip section 3 (predictor fits)")
+    args = ap.parse_args()
     t0 = time.time()
     matched, cells = load_cells()
     all_kernels = ratio_table(matched, ["engine", "family", "variant", "kernel_source"])
@@ -204,6 +263,7 @@ def main() -> None:
     by_family = summarise(res, ["engine", "family"])
     by_variant = summarise(res, GROUP)
     worse = worse_than_identity(res, SHIPPED)
+    chained = None if args.no_predictors else predictor_logo(cells)
     ar_table, nccl = load_aiconfigurator_engines("custom_allreduce"), load_aiconfigurator("nccl")
     ar = allreduce_logo(ar_table, nccl)
     params = pd.DataFrame([{"implementation": k, "base us": round(v.base_ms * 1e3, 2),
@@ -212,7 +272,8 @@ def main() -> None:
     elapsed = time.time() - t0
     text = [
         "# Engine kernels: SGLang and TRT-LLM against vLLM, and the engines' own all-reduce", "",
-        f"Made by `{COMMAND}` ({elapsed:.0f} s) from the shipped tables only (`data/aiconfigurator_engines`, a crc32 "
+        f"Made by `{COMMAND}{' --no-predictors' if args.no_predictors else ''}` ({elapsed:.0f} s) from the shipped "
+        "tables only (`data/aiconfigurator_engines`, a crc32 "
         "shape sample of AIConfigurator's engine tables, against `data/aiconfigurator`'s vLLM tables). SGLang's "
         "kernels cover five GPUs (the source's SGLang rows filed as B300 carry the held-back GB300's device string "
         "and are rejected at ingest), TRT-LLM's six.", "",
@@ -237,7 +298,14 @@ def main() -> None:
         f"Where the shipped form (`{SHIPPED}`) is worse than the identity on a left-out GPU by more than 0.5 points:",
         "",
         md(worse) if len(worse) else "none.", "",
-        "## 3. The engines' own all-reduce, leave one GPU out", "",
+        "## 3. With the project's predictors, leave one GPU out", "",
+        *(["Not run (`--no-predictors`).", ""] if chained is None else [
+            "The engine's kernel time forecast by the project's predictor (xgboost, registry defaults, fitted on a "
+            f"{PREDICTOR_SAMPLE}-row seeded sample of the other GPUs' vLLM rows of the family: the harness it learns) "
+            "alone, and times the engine factors (`library`, fitted on the other GPUs): MAPE % against the engine's "
+            "measured time.", "", md(summarise_two(chained, ["engine", "family"])), "",
+            md(summarise_two(chained, GROUP)), ""]),
+        "## 4. The engines' own all-reduce, leave one GPU out", "",
         "`engine`: the implementation's latency floor + bandwidth model on the GPU spec's link, fitted on the other "
         "GPUs (NCCL with its floor above the size it hands to NCCL, and for more than two PCIe-only GPUs); `nccl`: "
         "the project's NCCL model as serving used it before (ring at 72% of the link, no floor); `nccl+floor`: with "
