@@ -57,7 +57,7 @@ def _gqa(rows: pd.DataFrame) -> np.ndarray:
     return _col(rows, "H") / _col(rows, "Hkv") if "Hkv" in rows else np.ones(len(rows))
 
 
-#: family -> its regime axes (bins are ``x < edge`` counted over the edges)
+#: family -> its regime axes (a row's bin on an axis is the number of edges <= its feature)
 REGIMES: dict[str, tuple[Regime, ...]] = {
     "tc_gemm": (Regime("tokens", lambda r: _col(r, "M"), (17, 65, 257, 1025, 4097)),
                 Regime("weight", lambda r: _col(r, "N") * _col(r, "K"), (2.0 ** 22, 2.0 ** 26))),
@@ -72,11 +72,10 @@ REGIMES: dict[str, tuple[Regime, ...]] = {
 
 def regime_keys(family: str, rows: pd.DataFrame) -> np.ndarray:
     """Each kernel row's regime as a string of bin numbers (``"2_0"``), one per axis of ``REGIMES[family]``."""
-    parts = [np.digitize(np.nan_to_num(ax.feature(rows), nan=0.0), ax.edges).astype(str) for ax in REGIMES[family]]
-    out = parts[0].astype(object)
-    for p in parts[1:]:
-        out = out + "_" + p
-    return out
+    bins = np.stack([np.digitize(np.nan_to_num(ax.feature(rows), nan=0.0), ax.edges) for ax in REGIMES[family]])
+    codes, inverse = np.unique(bins, axis=1, return_inverse=True)
+    names = np.array(["_".join(map(str, c)) for c in codes.T], dtype=object)
+    return names[inverse.ravel()]
 
 
 def kernel_generation(gpu: GpuSpec) -> str | None:
@@ -174,7 +173,9 @@ def with_cells(matched: pd.DataFrame) -> pd.DataFrame:
     gens = {s: kernel_generation(get_gpu(s)) for s in matched["system"].unique()}
     out = matched.assign(generation=matched["system"].map(gens), log_ratio=np.log(matched["engine_ms"]
                                                                                   / matched["vllm_ms"]))
-    out["library"] = [library_class(f, g) for f, g in zip(out["family"], out["generation"], strict=True)]
+    pairs = out[["family", "generation"]].drop_duplicates()
+    classes = {(f, g): library_class(f, g) for f, g in pairs.itertuples(index=False, name=None)}
+    out["library"] = pd.MultiIndex.from_frame(out[["family", "generation"]]).map(classes.get)
     out["regime"] = ""
     for fam, idx in out.groupby("family").groups.items():
         out.loc[idx, "regime"] = regime_keys(str(fam), out.loc[idx])
