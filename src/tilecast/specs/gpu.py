@@ -96,6 +96,7 @@ class GpuSpec:
     nvlink_gbs: float | None = None  # GPU-to-GPU link, GB/s total (both directions); None: PCIe only
     network_gbs: float | None = None  # scale-out network per GPU, GB/s per direction; None: unknown
     tdp_w: float | None = None
+    sm_version: int | None = None  # NVIDIA compute capability x 10 (80 A100, 89 Ada, 90 Hopper, 100 B200, 120 RTX PRO)
     aliases: tuple[str, ...] = ()  # other names get_gpu accepts (the data's system names: "h100_sxm")
 
     @property
@@ -175,6 +176,7 @@ _CHECKS = {
     "nvlink_gbs": positive,
     "network_gbs": positive,
     "tdp_w": positive,
+    "sm_version": positive_int,
     "aliases": alias_list,
 }
 
