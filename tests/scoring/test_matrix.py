@@ -83,7 +83,8 @@ def test_shipped_smoke_and_nightly_matrices(compose_cfg):
     nightly_m = load_matrix(compose_cfg("score", ["matrix=nightly"])["matrix"])
     nightly = expand(nightly_m)
     assert len(nightly) >= 10_000
-    assert set(nightly["model"]) == set(all_models()) and set(nightly["gpu"]) == set(all_gpus())
+    dense = {k for k, m in all_models().items() if m.family != "moe"}  # MoE decoders: per layout, not this grid
+    assert set(nightly["model"]) == dense and set(nightly["gpu"]) == set(all_gpus())
     assert set(nightly["mode"]) == {"inference", "training"} and nightly["fused"].any()
     assert set(nightly["parallel"]) > {"none"}
     assert set(nightly["dtype"]) == {"fp32", "bf16"}  # fp8 is opt-in

@@ -128,8 +128,10 @@ def parse_layout(value: str | Layout | None) -> Layout | None:
 
 
 def _size(row: Mapping[str, Any], column: str) -> int | None:
-    """A layout column of a serving row: None where empty, NaN or 0 (the data's "not set")."""
+    """A layout column of a serving row: None where absent, empty, NaN or 0 (the data's "not set")."""
     value = row.get(column)
+    if value is None or value == "":
+        return None
     try:
         number = float(value)
     except (TypeError, ValueError):
