@@ -12,6 +12,7 @@ DATA_DIR = ROOT / "data"
 NEUSIGHT_DIR = DATA_DIR / "neusight"
 NEUSIGHT_AMD_DIR = DATA_DIR / "neusight_amd"
 AICONFIGURATOR_DIR = DATA_DIR / "aiconfigurator"
+AICONFIGURATOR_MOE_DIR = DATA_DIR / "aiconfigurator_moe"
 VIDUR_DIR = DATA_DIR / "vidur"
 MLRUNS_DIR = ROOT / "mlruns"
 

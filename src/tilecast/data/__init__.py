@@ -21,6 +21,7 @@ from tilecast.data.load_measured import (
     aiconfigurator_systems,
     amd_kernel_names,
     load_aiconfigurator,
+    load_aiconfigurator_moe,
     load_amd_devices,
     load_amd_kernels,
     load_vidur,
@@ -28,6 +29,7 @@ from tilecast.data.load_measured import (
 from tilecast.data.tags import Tag, parse_tag
 
 __all__ = ["DATASETS", "IngestReport", "Tag", "aiconfigurator_systems", "amd_kernel_names", "data_hash",
-           "graph_tags", "kernel_names", "load_aiconfigurator", "load_amd_devices", "load_amd_kernels",
+           "graph_tags", "kernel_names", "load_aiconfigurator", "load_aiconfigurator_moe",
+           "load_amd_devices", "load_amd_kernels",
            "load_e2e_labels", "load_graph", "load_kernels", "load_node_labels", "load_paper", "load_vidur",
            "parse_tag", "run_ingest"]

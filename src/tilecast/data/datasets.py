@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tilecast.data.aiconfigurator import check_system_yaml, plan_aiconfigurator
+from tilecast.data.aiconfigurator_moe import AICONFIGURATOR_MOE_TEXT, plan_aiconfigurator_moe
 from tilecast.data.amd import check_device_config, plan_amd
 from tilecast.data.graphs import plan_graphs
 from tilecast.data.kernels import plan_kernels
@@ -170,6 +171,8 @@ DATASETS: dict[str, Dataset] = {
                               licence="../LICENSES/aiconfigurator-Apache-2.0.txt", licence_kind="Apache-2.0",
                               copies=(Copy("systems/*.yaml", "systems", check_system_yaml),)),
     "vidur": Dataset("vidur", (plan_vidur,), VIDUR_TEXT, licence="../LICENSES/vidur-MIT.txt"),
+    "aiconfigurator_moe": Dataset("aiconfigurator_moe", (plan_aiconfigurator_moe,), AICONFIGURATOR_MOE_TEXT,
+                                  licence="../LICENSES/aiconfigurator-Apache-2.0.txt", licence_kind="Apache-2.0"),
 }
 
 

@@ -19,8 +19,9 @@ import yaml
 
 from tilecast.data.aiconfigurator import SERVING_TYPES
 from tilecast.data.aiconfigurator import TABLES as AICONFIGURATOR_TABLES
+from tilecast.data.aiconfigurator_moe import TABLES as AICONFIGURATOR_MOE_TABLES
 from tilecast.data.vidur import MLP_TYPES
-from tilecast.paths import AICONFIGURATOR_DIR, NEUSIGHT_AMD_DIR, VIDUR_DIR
+from tilecast.paths import AICONFIGURATOR_DIR, AICONFIGURATOR_MOE_DIR, NEUSIGHT_AMD_DIR, VIDUR_DIR
 
 VIDUR_TABLES = ("mlp", "network")
 #: (dataset, table or table folder) -> integer columns that may be null, returned as ``Int64``.
@@ -56,6 +57,20 @@ def load_aiconfigurator(table: str, root: str | os.PathLike | None = None) -> pd
     """
     _known("AIConfigurator table", table, AICONFIGURATOR_TABLES)
     return _read("aiconfigurator", AICONFIGURATOR_DIR if root is None else Path(root), table)
+
+
+def load_aiconfigurator_moe(table: str, root: str | os.PathLike | None = None,
+                            columns: list[str] | None = None) -> pd.DataFrame:
+    """An AIConfigurator mixture-of-experts era table: ``moe`` (a stratified sample), ``context_mla``,
+    ``generation_mla``, ``deepep_ll`` or ``deepep_normal`` (``data/aiconfigurator_moe``; ``columns`` reads only
+    those). Source column names and values; latencies in ms, DeepEP times in us."""
+    _known("AIConfigurator MoE table", table, AICONFIGURATOR_MOE_TABLES)
+    base = AICONFIGURATOR_MOE_DIR if root is None else Path(root)
+    path = base / f"{table}.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; make it with `python jobs/ingest.py "
+                                f"dataset=aiconfigurator_moe` (data root {base})")
+    return pq.read_table(path, columns=columns).to_pandas()
 
 
 def aiconfigurator_systems(root: str | os.PathLike | None = None) -> dict[str, dict]:

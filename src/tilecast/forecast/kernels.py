@@ -4,7 +4,8 @@ The input is converted to kernel rows (:mod:`tilecast.tiles.sources`); each row'
 ``gpu`` or else its ``device`` / ``Device`` / ``system`` column. A row whose GPU is unknown, whose
 dtype that GPU has no peak for, or whose op no predictor covers gets an ``error`` and an empty
 ``pred_ms``; every other row is answered. NCCL collectives are timed by the communication model
-over the GPU's link (:mod:`tilecast.forecast.comm`).
+over the GPU's link (:mod:`tilecast.forecast.comm`), expert-parallel all-to-all rows (``a2a_dispatch`` /
+``a2a_combine``) and DeepEP tables by :mod:`tilecast.forecast.a2a`.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import pandas as pd
 
 from tilecast.forecast.comm import COLLECTIVE_FACTORS, DEFAULT_COMM, CommModel
 from tilecast.specs import GpuSpec, SpecError, UnknownSpecError, get_gpu
-from tilecast.tiles.dtypes import bytes_per_element, normalise_dtype, row_dtypes
-from tilecast.tiles.ops import ATTENTION_OPS, GEMM_OPS, row_families
-from tilecast.tiles.sources import kernel_rows
+from tilecast.tiles.a2a import A2A_OPS
+from tilecast.tiles.dtypes import bytes_per_element, normalise_dtype, peak_dtype, row_dtypes
+from tilecast.tiles.moe import moe_row_errors
+from tilecast.tiles.moe_sources import DEEPEP_SCHEMAS
+from tilecast.tiles.ops import ATTENTION_OPS, FAMILY_DIMS, GEMM_OPS, MLA_OPS, MOE_MLA_FAMILIES, MOE_OPS, row_families
+from tilecast.tiles.sources import kernel_rows, source_schema
 
 #: predicts ms for rows of one family on ``gpu`` (or each row's Device when gpu is None)
 FamilyPredictor = Callable[[str, pd.DataFrame, GpuSpec | None], np.ndarray]
@@ -52,25 +56,28 @@ def _row_gpus(rows: pd.DataFrame, gpu: GpuSpec | None) -> tuple[pd.Series, dict[
 
 def _dtype_errors(rows: pd.DataFrame, names: pd.Series, specs: dict[str, GpuSpec]) -> tuple[pd.Series, pd.Series]:
     """Per row: why its dtype is unknown or its GPU cannot run its GEMM / attention dtype (empty where it
-    can), and the row's dtype in the project's names (``fp32`` where unknown: such a row is not forecast)."""
+    can), and the row's dtype in the project's names (where absent: ``bf16`` for MoE / MLA rows, else ``fp32``;
+    ``fp32`` where unknown: such a row is not forecast)."""
     out = pd.Series("", index=rows.index, dtype=object)
     dtypes = pd.Series("fp32", index=rows.index, dtype=object)
-    raw = (rows["dtype"].astype(object).where(rows["dtype"].notna(), "fp32").astype(str) if "dtype" in rows
-           else pd.Series("fp32", index=rows.index))
+    default = rows["OPName"].astype(str).isin(MOE_OPS | MLA_OPS).map({True: "bf16", False: "fp32"})
+    raw = (rows["dtype"].astype(object).where(rows["dtype"].notna(), default).astype(str) if "dtype" in rows
+           else default)
     keys = pd.DataFrame({"gpu": names, "dtype": raw,
-                         "tensor": rows["OPName"].astype(str).isin(GEMM_OPS | ATTENTION_OPS)})
+                         "tensor": rows["OPName"].astype(str).isin(GEMM_OPS | ATTENTION_OPS | MOE_OPS | MLA_OPS)})
     for (name, value, tensor), idx in keys.groupby(["gpu", "dtype", "tensor"]).groups.items():
         try:
             dtypes[idx] = dtype = normalise_dtype(value)
             if tensor and name in specs:
-                specs[name].peak_gflops(dtype)
+                specs[name].peak_gflops(peak_dtype(dtype))
         except (SpecError, ValueError) as exc:  # DtypeError is a ValueError
             out[idx] = str(exc)
     return out, dtypes
 
 
 #: dims every row of a family must carry as positive numbers
-_FAMILY_DIMS = {"bmm": "BMNK", "linear": "MNK", "tc_gemm": "BMNK", "attn_prefill": "BMNKH", "attn_decode": "BMNKH"}
+_FAMILY_DIMS = {"bmm": "BMNK", "linear": "MNK", "tc_gemm": "BMNK", "attn_prefill": "BMNKH", "attn_decode": "BMNKH",
+                **{fam: FAMILY_DIMS[fam] for fam in MOE_MLA_FAMILIES}}
 
 
 def _dim_errors(rows: pd.DataFrame, families: pd.Series) -> pd.Series:
@@ -87,9 +94,27 @@ def _dim_errors(rows: pd.DataFrame, families: pd.Series) -> pd.Series:
     return out
 
 
+def _routing_errors(rows: pd.DataFrame, families: pd.Series) -> pd.Series:
+    """Per ``moe`` row: why its routing cannot be costed (:func:`tilecast.tiles.moe.moe_row_errors`)."""
+    out = pd.Series("", index=rows.index, dtype=object)
+    moe = (families == "moe").to_numpy()
+    if moe.any():
+        part = rows.loc[moe]
+        dist = (part["distribution"].astype(object).where(part["distribution"].notna(), "balanced")
+                if "distribution" in part else "balanced")
+        out[moe] = moe_row_errors(*(pd.to_numeric(part[c], errors="coerce").to_numpy(float)
+                                    for c in ("experts", "topk", "moe_ep")), np.asarray(dist, dtype=object))
+    return out
+
+
 def forecast_kernels(frame: pd.DataFrame, predict: FamilyPredictor, gpu: GpuSpec | None = None,
                      comm: CommModel = DEFAULT_COMM) -> KernelForecast:
     """``frame`` (any shipped schema) plus ``pred_ms`` and ``error``: one vectorised call per family and GPU."""
+    schema = source_schema(frame)
+    if schema in DEEPEP_SCHEMAS:
+        from tilecast.forecast.a2a import forecast_deepep
+
+        return KernelForecast(forecast_deepep(frame, schema, gpu))
     rows = kernel_rows(frame)
     if "OPName" not in rows:
         raise ValueError("kernel rows need an 'OPName' column (the data's schema)")
@@ -100,9 +125,15 @@ def forecast_kernels(frame: pd.DataFrame, predict: FamilyPredictor, gpu: GpuSpec
     error = error.where(error != "", dtype_errors)
     families = row_families(rows)
     error = error.where(error != "", _dim_errors(rows, families))
+    error = error.where(error != "", _routing_errors(rows, families))
     ops = rows["OPName"].astype(str)
     collective = ops.isin(COLLECTIVE_FACTORS)
-    uncovered = families.isna() & ~collective & (error == "")
+    a2a = ops.isin(A2A_OPS)
+    if a2a.any():
+        from tilecast.forecast.a2a import a2a_errors
+
+        error[a2a] = error[a2a].where(error[a2a] != "", a2a_errors(rows.loc[a2a]))
+    uncovered = families.isna() & ~collective & ~a2a & (error == "")
     error[uncovered] = "no predictor covers op " + ops[uncovered].map(repr)
     pred = pd.Series(np.nan, index=rows.index)
     ok = error == ""
@@ -111,6 +142,10 @@ def forecast_kernels(frame: pd.DataFrame, predict: FamilyPredictor, gpu: GpuSpec
         for fam in families[mine].dropna().unique():
             mask = mine & (families == fam)
             pred[mask] = np.asarray(predict(fam, rows.loc[mask], gpu), dtype=float)
+        if (mine & a2a).any():
+            from tilecast.forecast.a2a import a2a_ms
+
+            pred[mine & a2a] = a2a_ms(rows.loc[mine & a2a], gpu or spec)
         coll = mine & collective
         for op in ops[coll].unique():
             mask = coll & (ops == op)

@@ -23,7 +23,7 @@ import pandas as pd
 from tilecast.metrics import ape_pct
 from tilecast.predictors.base import fit_predictor
 from tilecast.specs import get_gpu
-from tilecast.tiles.ops import TENSOR_FAMILIES
+from tilecast.tiles.ops import PRECISION_FAMILIES
 
 log = logging.getLogger("tilecast.logo")
 
@@ -64,7 +64,7 @@ class LogoResult:
 def scored(family: str, rows: pd.DataFrame) -> np.ndarray:
     """Which rows a fold scores: fp32 families the model-shaped ones (``Source == "test"``; every row when the
     rows carry no ``Source``), precision-path families every row."""
-    if family in TENSOR_FAMILIES or "Source" not in rows:
+    if family in PRECISION_FAMILIES or "Source" not in rows:
         return np.ones(len(rows), dtype=bool)
     return (rows["Source"] == "test").to_numpy()
 

@@ -14,6 +14,10 @@ holds back are the unseen ones, so every public GPU trains and leave-one-GPU-out
 an unseen GPU (``benchmarks/precision.md``). Vidur's fp16 linear rows (another harness) only evaluate.
 ``vec_half``: Vidur's fp16 vector ops (norms, residual adds, SiLU x mul, rotary) of its two GPUs, the
 only half-precision vector measurements the project has.
+
+Mixture-of-experts era families (``moe``, ``mla_prefill``, ``mla_decode``): AIConfigurator's ``moe`` (the shipped
+stratified sample), ``context_mla`` and ``generation_mla`` tables (``data/aiconfigurator_moe``) of the same six
+GPUs under SGLang, TensorRT-LLM and vLLM; every GPU trains, leave-one-GPU-out estimates an unseen one.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import pandas as pd
 
 from tilecast.data import load_kernels
 from tilecast.specs import get_gpu
-from tilecast.tiles.ops import FAMILIES, TENSOR_FAMILIES, row_families
+from tilecast.tiles.ops import FAMILIES, MOE_MLA_FAMILIES, PRECISION_FAMILIES, row_families
 from tilecast.tiles.sources import kernel_rows
 
 #: catalog keys of the NVIDIA GPUs the fp32 predictors are trained on (NeuSight's kernel tables)
@@ -50,6 +54,8 @@ _TEST_TABLE = {"bmm": "bmm", "linear": "linear", "elementwise": "elem", "softmax
 #: AIConfigurator table(s) of each tensor-core family
 _TENSOR_TABLES: dict[str, tuple[str, ...]] = {"tc_gemm": ("gemm",), "attn_prefill": ("context_attention",),
                                               "attn_decode": ("generation_attention",)}
+#: ``data/aiconfigurator_moe`` table of each mixture-of-experts era family
+_MOE_TABLES: dict[str, str] = {"moe": "moe", "mla_prefill": "context_mla", "mla_decode": "generation_mla"}
 
 
 def _check_family(family: str) -> None:
@@ -69,10 +75,12 @@ def _of_family(rows: pd.DataFrame, family: str) -> pd.DataFrame:
 def tensor_rows(family: str) -> pd.DataFrame:
     """Every shipped row of a precision-path family as kernel rows: AIConfigurator's (``Source`` =
     ``aiconfigurator``), or Vidur's for ``vec_half`` (``Source`` = ``vidur``)."""
-    from tilecast.data import load_aiconfigurator, load_vidur
+    from tilecast.data import load_aiconfigurator, load_aiconfigurator_moe, load_vidur
 
     if family == "vec_half":
         rows = kernel_rows(load_vidur("mlp")).assign(Source="vidur")
+    elif family in MOE_MLA_FAMILIES:
+        rows = kernel_rows(load_aiconfigurator_moe(_MOE_TABLES[family])).assign(Source="aiconfigurator")
     else:
         parts = [kernel_rows(load_aiconfigurator(t)) for t in _TENSOR_TABLES[family]]
         rows = pd.concat(parts, ignore_index=True, sort=False).assign(Source="aiconfigurator")
@@ -93,7 +101,7 @@ def training_rows(family: str, gpus: Iterable[str] = TRAINING_GPUS, amd: bool = 
     dropped.
     """
     _check_family(family)
-    if family in TENSOR_FAMILIES:
+    if family in PRECISION_FAMILIES:
         rows = tensor_rows(family)
         if gpus is TRAINING_GPUS:  # every GPU of the family's data
             return rows
@@ -126,7 +134,7 @@ def logo_gpus() -> tuple[str, ...]:
     data, the training GPUs and the unseen ones alike), in the data's device order."""
     devices: dict[str, None] = {}
     for family in FAMILIES:
-        if family not in TENSOR_FAMILIES:
+        if family not in PRECISION_FAMILIES:
             devices.update(dict.fromkeys(sorted(load_kernels("test", _TEST_TABLE[family])["Device"].astype(str))))
     return tuple(get_gpu(d).key for d in devices)
 
@@ -136,7 +144,7 @@ def logo_rows(family: str) -> pd.DataFrame:
     leave-one-GPU-out folds. Unlike :func:`training_rows` it holds the unseen GPUs' rows: a fold fits on
     the other GPUs and forecasts the one it leaves out, so no fold sees the GPU it is judged on."""
     _check_family(family)
-    if family in TENSOR_FAMILIES:
+    if family in PRECISION_FAMILIES:
         raise ValueError(f"{family}: leave-one-GPU-out rows of a precision family are tensor_rows({family!r})")
     return _fp32_rows(family, None)
 
@@ -159,7 +167,7 @@ def evaluation_rows(family: str, devices: Iterable[str] = UNSEEN_GPUS) -> pd.Dat
     """Test rows (model-like shapes) of ``family`` measured on ``devices`` (keys or device names); a
     tensor-core family's rows of ``devices`` from its AIConfigurator tables."""
     _check_family(family)
-    if family in TENSOR_FAMILIES:
+    if family in PRECISION_FAMILIES:
         names = set(device_names(devices))
         rows = tensor_rows(family)
         return rows.loc[rows["Device"].isin(names).to_numpy()].reset_index(drop=True)

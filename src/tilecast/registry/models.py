@@ -40,7 +40,7 @@ from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 from tilecast.predictors import PREDICTORS, KernelPredictor, ModelFormatError
 from tilecast.predictors.format import FORMAT_KEY, META_FILE
 from tilecast.specs import get_gpu
-from tilecast.tiles.ops import FAMILIES, FAMILY_DIMS, TENSOR_FAMILIES
+from tilecast.tiles.ops import FAMILIES, FAMILY_DIMS, FAMILY_OPTIONAL, TENSOR_FAMILIES
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +207,7 @@ def _signature(family: str) -> ModelSignature:
         cols.append(ColSpec("string", "dtype", required=False))
         if family.startswith("attn_"):
             cols.append(ColSpec("string", "kv_dtype", required=False))
+    cols += [ColSpec(kind, name, required=False) for name, kind in FAMILY_OPTIONAL.get(family, ())]
     return ModelSignature(Schema(cols), Schema([ColSpec("double", "pred_ms")]),
                           ParamSchema([ParamSpec("gpu", "string", "")]))
 

@@ -56,7 +56,7 @@ from tilecast.registry.lineage import log_lineage
 from tilecast.registry.models import IncompatibleModelError, model_name
 from tilecast.registry.tracking import ensure_experiment
 from tilecast.specs import get_gpu
-from tilecast.tiles.ops import FAMILIES, FP32_FAMILIES, TENSOR_FAMILIES
+from tilecast.tiles.ops import FAMILIES, FP32_FAMILIES, PRECISION_FAMILIES
 
 log = logging.getLogger("tilecast.promote")
 
@@ -161,7 +161,7 @@ def unseen_kernel_rows(families: Iterable[str], policy: PromotionPolicy) -> dict
     the policy's unseen GPUs for the fp32 families; for the precision-path families the data's GPUs they
     never see (:func:`~tilecast.predictors.rows.precision_gate_rows`)."""
     devices = [get_gpu(k).device_name for k in policy.unseen_gpus]
-    return {fam: precision_gate_rows(fam) if fam in TENSOR_FAMILIES else evaluation_rows(fam, devices=devices)
+    return {fam: precision_gate_rows(fam) if fam in PRECISION_FAMILIES else evaluation_rows(fam, devices=devices)
             for fam in families}
 
 

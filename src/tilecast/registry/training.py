@@ -40,7 +40,7 @@ from tilecast.registry.models import log_predictor, model_name
 from tilecast.registry.parity import parity_figure
 from tilecast.registry.tracking import ensure_experiment
 from tilecast.specs import get_gpu
-from tilecast.tiles.ops import FAMILIES, FAMILY_DIMS, TENSOR_FAMILIES
+from tilecast.tiles.ops import FAMILIES, FAMILY_DIMS, FAMILY_OPTIONAL, TENSOR_FAMILIES
 
 log = logging.getLogger("tilecast.train")
 
@@ -113,7 +113,7 @@ def mape_by_gpu(rows: pd.DataFrame, pred_ms: np.ndarray) -> dict[str, float]:
 
 
 def _input_example(family: str, rows: pd.DataFrame) -> pd.DataFrame:
-    extra = ("dtype", "kv_dtype") if family in TENSOR_FAMILIES else ()
+    extra = ("dtype", "kv_dtype") if family in TENSOR_FAMILIES else tuple(c for c, _ in FAMILY_OPTIONAL.get(family, ()))
     cols = ["OPName", *FAMILY_DIMS[family], *extra, "Device"]
     return rows[[c for c in cols if c in rows]].head(5)
 

@@ -14,33 +14,19 @@ import numpy as np
 import pandas as pd
 
 from tilecast.tiles.attention import attention_pairs
-from tilecast.tiles.dtypes import bytes_per_element, row_dtypes
+from tilecast.tiles.feature_base import _US
+from tilecast.tiles.feature_base import common_tensor as _common_tensor
+from tilecast.tiles.feature_base import dim as _dim
+from tilecast.tiles.feature_base import log2 as _log2
+from tilecast.tiles.feature_base import per_sm as _per_sm
 from tilecast.tiles.gemm import gemm_waves
+from tilecast.tiles.moe_features import MLA_DEFAULT, MOE_DEFAULT, mla_features, moe_features
 from tilecast.tiles.ops import BINARY_VEC, UNARY_VEC, VECTOR_OPS
 from tilecast.tiles.vector import vector_waves
 
 #: stable integer code of every vector op (the op is a feature of the elementwise family)
 OP_CODES: dict[str, int] = {op: i for i, op in enumerate(sorted(BINARY_VEC | UNARY_VEC | {"softmax", "ln",
                                                                                           "rmsnorm"}))}
-_US = 1e6
-_MIB = float(2**20)
-
-
-def _log2(x: np.ndarray) -> np.ndarray:
-    return np.log2(np.maximum(np.asarray(x, dtype=float), 1e-30))
-
-
-def _per_sm(spec: pd.DataFrame, peak: str = "fp32_gflops") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """SMs, FLOP/s and bytes/s per SM (FLOP/s at the spec column ``peak``), L2 bytes."""
-    sm = spec["num_sm"].to_numpy(dtype=float)
-    flops_per_sm = spec[peak].to_numpy(dtype=float) * 1e9 / sm
-    bytes_per_sm = spec["mem_bw_gbs"].to_numpy(dtype=float) * 1e9 / sm
-    l2_bytes = spec["l2_mb"].to_numpy(dtype=float) * _MIB
-    return sm, flops_per_sm, bytes_per_sm, l2_bytes
-
-
-def _dim(rows: pd.DataFrame, c: str) -> np.ndarray:
-    return pd.to_numeric(rows[c], errors="coerce").to_numpy(dtype=float)
 
 
 def gemm_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame, roof_ms: np.ndarray,
@@ -91,19 +77,6 @@ def vector_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame 
 TC_GEMM_TILES = ((128, 128), (128, 256), (64, 128))
 #: query rows per block of FlashAttention-style prefill kernels
 ATTENTION_Q_TILE = 128.0
-
-
-def _common_tensor(spec: pd.DataFrame, roof_ms: np.ndarray, flops: np.ndarray, nbytes: np.ndarray,
-                   rows: pd.DataFrame) -> dict[str, np.ndarray]:
-    sm, flops_per_sm, bytes_per_sm, l2_bytes = _per_sm(spec, "peak_gflops")
-    return {
-        "bytes_per_element": bytes_per_element(row_dtypes(rows)),
-        "log_compute_us": _log2(flops / (flops_per_sm * sm) * _US),
-        "log_memory_us": _log2(nbytes / (bytes_per_sm * sm) * _US),
-        "log_intensity_over_ridge": _log2(flops / nbytes / (flops_per_sm / bytes_per_sm)),
-        "log_bytes_over_l2": _log2(nbytes / l2_bytes),
-        "log_roofline_us": _log2(roof_ms * 1e3),
-    }
 
 
 def tc_gemm_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame | None, roof_ms: np.ndarray,
@@ -171,6 +144,7 @@ FEATURE_BUILDERS: dict[str, FeatureBuilder] = {
     "elementwise": vector_features, "softmax": vector_features, "layernorm": vector_features,
     "tc_gemm": tc_gemm_features, "attn_prefill": attention_features, "attn_decode": attention_features,
     "vec_half": vec_half_features,
+    "moe": moe_features, "mla_prefill": mla_features, "mla_decode": mla_features,
 }
 
 #: features the learned predictors read by default, per family, chosen by leave-one-training-GPU-out
@@ -195,6 +169,7 @@ DEFAULT_FEATURES: dict[str, tuple[str, ...]] = {
     "tc_gemm": TC_GEMM_DEFAULT, "attn_prefill": ATTENTION_DEFAULT, "attn_decode": ATTENTION_DEFAULT,
     # leave-one-GPU-out over Vidur's two GPUs (benchmarks/precision.md): the small set generalises best
     "vec_half": ("log_numel", "op_code", "log_memory_us", "log_roofline_us"),
+    "moe": MOE_DEFAULT, "mla_prefill": MLA_DEFAULT, "mla_decode": MLA_DEFAULT,
 }
 
 

@@ -13,6 +13,8 @@ index, so forecasts align back to the input rows.
 - AIConfigurator ``nccl``: collectives, not kernels (``collective`` rows, see
   :mod:`tilecast.forecast.comm`).
 - Vidur ``mlp`` (long form, :func:`tilecast.data.load_vidur`): already the schema, fp16.
+- AIConfigurator ``moe``, ``context_mla``, ``generation_mla``, ``deepep_ll`` / ``deepep_normal``: the
+  mixture-of-experts era tables (:mod:`tilecast.tiles.moe_sources`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from tilecast.tiles.moe_sources import MOE_CONVERTERS, MOE_SIGNATURES
+
 #: a schema's identifying columns -> its name
 _SIGNATURES: tuple[tuple[str, frozenset[str]], ...] = (
+    *MOE_SIGNATURES,
     ("aiconfigurator_gemm", frozenset({"gemm_dtype", "m", "n", "k", "latency_ms"})),
     ("aiconfigurator_attention", frozenset({"num_heads", "num_key_value_heads", "head_dim", "isl", "step"})),
     ("aiconfigurator_nccl", frozenset({"nccl_dtype", "num_gpus", "message_size"})),
@@ -38,7 +43,8 @@ def source_schema(frame: pd.DataFrame) -> str:
         if needed <= cols:
             return name
     raise ValueError("unrecognised kernel table: expected NeuSight kernel columns (OPName, B, M, N, K / B, H), "
-                     "an AIConfigurator gemm / context_attention / generation_attention / nccl table or a Vidur "
+                     "an AIConfigurator gemm / context_attention / generation_attention / nccl / moe / "
+                     "context_mla / generation_mla / deepep_ll / deepep_normal table or a Vidur "
                      f"mlp table; got columns {', '.join(map(str, frame.columns))}")
 
 
@@ -110,6 +116,7 @@ CONVERTERS: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {
     "aiconfigurator_nccl": from_aiconfigurator_nccl,
     "vidur_mlp": from_vidur_mlp,
     "neusight": lambda frame: frame,
+    **MOE_CONVERTERS,
 }
 
 
