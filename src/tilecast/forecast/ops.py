@@ -11,10 +11,11 @@
 - allreduce / sendrecv: :class:`~tilecast.forecast.comm.CommModel` over the spec's link, over the op's
   ``group`` attribute where it has one (else the graph's degree).
 - the mixture-of-experts era's kinds (:data:`~tilecast.graph.ops.ATTR_KINDS`: fused MoE, MLA, expert-parallel
-  all-to-all, Gated DeltaNet) become kernel rows in their tables' own schemas (:data:`ATTR_ROWS`: their dims
-  renamed, their ``attrs`` spread into columns; an all-to-all's ``nodes`` from each GPU's NVLink domain) and go to
-  their family's predictor; where no family covers them, the roofline of their own FLOPs and bytes at the peak
-  of their dtype (an all-to-all: its bytes over the GPU's links, the network beyond one NVLink domain).
+  all-to-all, Gated DeltaNet) become kernel rows in their tables' own schemas
+  (:func:`tilecast.graph.work.attr_kernel_row`: their dims renamed, their ``attrs`` spread into columns; an
+  all-to-all's ``nodes`` from each GPU's NVLink domain): fused MoE and MLA go to their family's predictor, an
+  all-to-all to DeepEP's closed form (:mod:`tilecast.forecast.a2a`), Gated DeltaNet (no table) to the roofline
+  of its own FLOPs and bytes at the peak of its dtype.
 
 Latencies are per instance (one of ``count``), in ms.
 """
@@ -24,12 +25,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tilecast.forecast.a2a import a2a_ms
 from tilecast.forecast.comm import DEFAULT_COMM, CommModel
 from tilecast.forecast.kernels import FamilyPredictor
 from tilecast.graph.ops import ATTR_KINDS, decode_attrs
-from tilecast.graph.work import expert_format
+from tilecast.graph.work import attr_kernel_row
 from tilecast.specs import GpuSpec
-from tilecast.tiles.dtypes import DTYPE_BYTES, TENSOR_DTYPES
+from tilecast.tiles.dtypes import DTYPE_BYTES, TENSOR_DTYPES, peak_dtype
 from tilecast.tiles.ops import FAMILY_OF_OP, HALF_VECTOR_DTYPES, VECTOR_OPS, mem_per_output, ops_per_output
 from tilecast.tiles.roofline import roofline_ms
 
@@ -37,18 +39,6 @@ KERNEL_COLUMNS = ("OPName", "B", "M", "N", "K", "H", "Hkv")
 GEMM_KINDS = ("linear", "bmm")
 COMM_KINDS = ("allreduce", "sendrecv")
 GIB = float(2**30)
-#: kernel rows of the attribute kinds: op-frame dim -> kernel column, attribute -> kernel column (the tables'
-#: schemas: ``moe``; ``mla_prefill`` / ``mla_decode``; ``a2a_dispatch`` / ``a2a_combine``; Gated DeltaNet has no
-#: table); the rest of an op's attributes keep their names, ``ckpt`` becomes the MoE row's ``dtype``
-ATTR_ROWS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
-    "moe": ({"m": "tokens", "n": "hidden", "k": "inter"}, {}),
-    "mla": ({"b": "B", "m": "M", "n": "N", "h": "H"},
-            {"kv_lora": "kv_lora_rank", "rope": "qk_rope_head_dim", "nope": "qk_nope_head_dim", "v": "v_head_dim"}),
-    "a2a": ({"m": "tokens", "n": "hidden"}, {"mode": "a2a_mode"}),
-    "gdn": ({"b": "B", "m": "M", "k": "K", "h": "H", "hkv": "Hkv"}, {}),
-}
-#: dtype whose tensor-core peak an attribute kind's fallback roofline runs at, by its row dtype
-_PEAK_DTYPE = {"fp8_block": "fp8", "mxfp4": "bf16", "int4": "bf16"}
 
 
 def roofline_predictor(family: str, rows: pd.DataFrame, gpu: GpuSpec | None) -> np.ndarray:
@@ -103,23 +93,13 @@ def op_kernel_rows(op_frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def attr_kernel_rows(op_frame: pd.DataFrame, pos: np.ndarray) -> pd.DataFrame:
-    """Kernel rows of the attribute-kind op rows at ``pos``, in their tables' schemas (:data:`ATTR_ROWS`), indexed
-    like the op frame."""
+    """Kernel rows of the attribute-kind op rows at ``pos``, in their tables' schemas
+    (:func:`tilecast.graph.work.attr_kernel_row`), indexed like the op frame."""
     sub = op_frame.iloc[pos]
-    records = []
-    for kind, op, dtype, attrs, values in zip(sub["kind"], sub["op"], sub["dtype"], sub.get("attrs", [""] * len(sub)),
-                                             sub[["b", "m", "n", "k", "h", "hkv"]].to_numpy(dtype=np.int64),
-                                             strict=True):
-        dims_to, renamed = ATTR_ROWS[kind]
-        row: dict = {"OPName": op}
-        row.update({col: int(values["bmnkh".index(d)] if d != "hkv" else values[5]) for d, col in dims_to.items()})
-        extra = decode_attrs(attrs)
-        ckpt = extra.pop("ckpt", None)
-        row.update({renamed.get(k, k): v for k, v in extra.items()})
-        row["dtype"] = expert_format(dtype, ckpt or "") if kind == "moe" else dtype
-        if kind == "mla":
-            row["kv_dtype"] = dtype
-        records.append(row)
+    attrs = sub["attrs"] if "attrs" in sub else pd.Series("", index=sub.index)
+    dims = sub[["b", "m", "n", "k", "h", "hkv"]].to_numpy(dtype=np.int64)
+    records = [attr_kernel_row(kind, op, dtype, tuple(d), tuple(decode_attrs(a).items()))
+               for kind, op, dtype, a, d in zip(sub["kind"], sub["op"], sub["dtype"], attrs, dims, strict=True)]
     return pd.DataFrame(records, index=op_frame.index[pos])
 
 
@@ -259,7 +239,12 @@ def op_latency_matrix(op_frame: pd.DataFrame, gpus: list[GpuSpec], predict: Fami
         codes, first = _row_codes(rows)
         kernel = rows.iloc[first].reset_index(drop=True)
         ms[covered] = _predict_kernels(kernel, fam[covered][first], gpus, predict, None if strict else errors)[codes]
-    bare = np.flatnonzero(pd.isna(fam) & special)
+    a2a = np.flatnonzero(kind == "a2a")
+    if len(a2a):  # DeepEP's closed form over each GPU's links (tilecast.forecast.a2a)
+        rows = attr_kernel_rows(op_frame, a2a).reset_index(drop=True)
+        for j, gpu in enumerate(gpus):
+            ms[a2a, j] = a2a_ms(on_gpu(rows, gpu), gpu)
+    bare = np.flatnonzero(pd.isna(fam) & special & (kind != "a2a"))
     if len(bare):
         ms[bare] = _attr_fallback_ms(op_frame, bare, gpus)
     bw = np.array([g.mem_bw_gbs for g in gpus], dtype=float)
@@ -293,25 +278,15 @@ def _row_codes(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _attr_fallback_ms(op_frame: pd.DataFrame, pos: np.ndarray, gpus: list[GpuSpec]) -> np.ndarray:
-    """ms of attribute-kind rows no family predicts, shape (rows, GPUs): the roofline of their FLOPs (at the
-    tensor-core peak of their dtype) and bytes; an all-to-all's bytes over the links, the network for the share
-    of its peers beyond the GPU's NVLink domain."""
+    """ms of attribute-kind rows no family predicts (Gated DeltaNet), shape (rows, GPUs): the roofline of their
+    FLOPs at the tensor-core peak of their dtype and of their bytes."""
     sub = op_frame.iloc[pos]
     flops, nbytes = _col(sub, "flops"), _col(sub, "bytes")
-    kinds = sub["kind"].to_numpy(dtype=object)
-    dtypes = np.array([expert_format(d, decode_attrs(a).get("ckpt", "")) if k == "moe" else d
-                       for k, d, a in zip(kinds, sub["dtype"], sub.get("attrs", [""] * len(sub)), strict=True)],
-                      dtype=object)
-    ep = np.array([decode_attrs(a).get("ep", 1) for a in sub.get("attrs", [""] * len(sub))], dtype=float)
+    dtypes = sub["dtype"].to_numpy(dtype=object)
     out = np.empty((len(pos), len(gpus)))
     for j, gpu in enumerate(gpus):
-        peak = np.array([gpu.peak_gflops(_PEAK_DTYPE.get(d, d)) for d in dtypes], dtype=float)
-        compute = 1e3 * np.maximum(flops / (peak * 1e9), nbytes / (gpu.mem_bw_gbs * 1e9))
-        node = gpu.gpus_per_node
-        remote = np.clip((ep - node) / np.maximum(ep - 1, 1), 0.0, 1.0)  # peers beyond this NVLink domain
-        network = (gpu.network_gbs or gpu.link_gbs) * 1e9
-        link = 1e3 * nbytes * ((1 - remote) / (gpu.link_gbs * 1e9) + remote / network)
-        out[:, j] = np.where(kinds == "a2a", link, compute)
+        peak = np.array([gpu.peak_gflops(peak_dtype(d)) for d in dtypes], dtype=float)
+        out[:, j] = 1e3 * np.maximum(flops / (peak * 1e9), nbytes / (gpu.mem_bw_gbs * 1e9))
     return out
 
 

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 
 from tilecast.graph.build import SHORT_BLOCKS, as_workload, recorded, scalable, with_blocks
 from tilecast.graph.tape import EXTERNAL, Node, Tape
-from tilecast.graph.work import WEIGHT_BYTES, expert_format
+from tilecast.graph.work import expert_weight_bytes
 from tilecast.specs import ModelSpec, Workload
 from tilecast.tiles.dtypes import DTYPE_BYTES, QUANTISED_DTYPES, check_workload_dtype, compute_dtype
 
@@ -184,10 +184,9 @@ def _params_bytes(tape: Tape, dtype: str) -> int:
     workload; DeepSeek's fp8 experts carry their 128 x 128 block scales)."""
     if dtype == "amp_bf16":
         return tape.num_params * DTYPE_BYTES["fp32"]
-    experts = [(n.params[0], expert_format(dtype, dict(n.attrs).get("ckpt", ""))) for n in tape.nodes
-               if n.kind == "moe" and n.params]
+    experts = [(n.params[0], dict(n.attrs).get("ckpt", "")) for n in tape.nodes if n.kind == "moe" and n.params]
     expert_elements = sum(e for e, _ in experts)
-    expert_bytes = sum(e * WEIGHT_BYTES[fmt] for e, fmt in experts)
+    expert_bytes = sum(e * expert_weight_bytes(dtype, ckpt) for e, ckpt in experts)
     if dtype not in QUANTISED_DTYPES:
         return int(round((tape.num_params - expert_elements) * DTYPE_BYTES[dtype] + expert_bytes))
     linear_weights = sum(n.params[0] for n in tape.nodes if n.kind == "linear" and n.params)

@@ -46,7 +46,6 @@ COLUMNS = ["phase", "kind", "op", "dtype", "b", "m", "n", "k", "h", "hkv", "attr
            "total_flops", "total_bytes", "mem_per_o", "ops_per_o", "section", "name"]
 #: ``(name, value)`` pairs, sorted by name: an op's family-specific dims
 Attrs = tuple[tuple[str, Any], ...]
-_COMPUTE_BYTES = DTYPE_BYTES["bf16"]  # activations around a quantised GEMM / MoE (quantised on the fly)
 
 
 def make_attrs(**values: Any) -> Attrs:
@@ -135,7 +134,7 @@ class Op:
         if self.kind == "attn":
             return float(attention_flops(self.b, self.m, self.n, self.k, self.h, self.attr("window", 0)))
         if self.kind in ATTR_KINDS:
-            return _ATTR_WORK[self.kind](self)[0]
+            return work.attr_flops_bytes(self.kind, self.op, self.dtype, self.dims, self.attrs)[0]
         return 0.0
 
     @property
@@ -150,36 +149,10 @@ class Op:
             return float(attention_bytes(self.b, self.m, self.n, self.k, self.h, self.hkv, size, size,
                                          self.attr("window", 0)))
         if self.kind in ATTR_KINDS:
-            return _ATTR_WORK[self.kind](self)[1]
+            return work.attr_flops_bytes(self.kind, self.op, self.dtype, self.dims, self.attrs)[1]
         return float(size * self.h)
 
 
-def _moe_work(o: Op) -> tuple[float, float]:
-    weights = work.WEIGHT_BYTES[work.expert_format(o.dtype, o.attr("ckpt", ""))]
-    f, b = work.moe_flops_bytes(o.m, o.n, o.k, o.attr("topk"), o.attr("experts"), o.attr("moe_tp"), o.attr("moe_ep"),
-                                o.attr("gated"), weights, _COMPUTE_BYTES)
-    return float(f), float(b)
-
-
-def _mla_work(o: Op) -> tuple[float, float]:
-    size = DTYPE_BYTES[o.dtype]
-    f, b = work.mla_flops_bytes(o.b, o.m, o.n, o.h, o.attr("kv_lora"), o.attr("rope"), o.attr("nope"), o.attr("v"),
-                                o.op == "mla_decode", size, size)
-    return float(f), float(b)
-
-
-def _a2a_work(o: Op) -> tuple[float, float]:
-    return 0.0, float(work.a2a_elements(o.m, o.n, o.attr("topk"), o.attr("ep")) * DTYPE_BYTES[o.dtype])
-
-
-def _gdn_work(o: Op) -> tuple[float, float]:
-    f, b = work.gdn_flops_bytes(o.b, o.m, o.h, o.k, o.attr("dv"), o.op == "gdn_decode", DTYPE_BYTES[o.dtype],
-                                DTYPE_BYTES[o.attr("state", "fp32")])
-    return float(f), float(b)
-
-
-#: kind -> (flops, bytes) of one instance
-_ATTR_WORK = {"moe": _moe_work, "mla": _mla_work, "a2a": _a2a_work, "gdn": _gdn_work}
 
 
 def gemm(phase: str, kind: str, dims: tuple[int, ...], **kw: Any) -> Op:

@@ -1,107 +1,107 @@
-"""Work of the mixture-of-experts era's operators, per GPU: the fused MoE layer, latent attention (MLA), the
-expert-parallel all-to-all, Gated DeltaNet linear attention (docs/method.md §18).
+"""Work of the mixture-of-experts era's graph ops, per GPU (docs/method.md §18): each op of
+:data:`~tilecast.graph.ops.ATTR_KINDS` as the kernel row its table measures (:func:`attr_kernel_row`), so its FLOPs
+and bytes are the kernel side's formulas for that row (:func:`tilecast.tiles.roofline.kernel_flops_bytes`: the
+fused MoE layer with its routing distribution, MLA's expanded prefill and absorbed decode, DeepEP's bytes), the
+same rows the predictors and the all-to-all model forecast.
 
-- **Fused MoE** (``moe``: router top-k dispatch, grouped expert GEMMs up / gate / down on the local experts,
-  combine) over ``tokens`` tokens entering the layer on the MoE group (every token once, the table's
-  ``num_tokens``), ``hidden`` features, ``inter`` features per expert (before the ``moe_tp`` split), ``topk`` of
-  ``experts`` experts per token, the experts split ``moe_ep`` ways and each expert's features ``moe_tp`` ways.
-  One GPU runs ``tokens x topk / moe_ep`` token-expert pairs on average through GEMMs of ``inter / moe_tp``
-  features: ``2 x pairs x hidden x inter / moe_tp x projections`` FLOPs; it reads the weights of the local
-  experts some token picks (expected ``E_local (1 - (1 - topk / E)^tokens)`` of its ``E_local``) and each pair's
-  activation in and out.
-- **MLA prefill** (``mla_prefill``): attention over keys and values decompressed from the latent (per head
-  ``qk_nope + qk_rope`` query/key and ``v`` value features), causal: ``2 x B x H x pairs x (qk + v)`` FLOPs.
-  **MLA decode** (``mla_decode``): the absorbed form engines run (FlashMLA, TRT-LLM): queries projected into the
-  latent, multi-query attention over the cached latent (``kv_lora + rope`` per token, one copy shared by all
-  heads) with ``kv_lora`` value features: ``2 x B x H x pairs x (2 kv_lora + rope)`` FLOPs, reading the cache once.
-- **All-to-all** (``a2a_dispatch`` / ``a2a_combine``, DeepEP): each of ``tokens`` tokens on a GPU goes to (comes
-  back from) the GPUs of its ``topk`` experts: ``tokens x min(topk, ep) x (ep - 1) / ep x hidden`` elements cross
-  the links each way.
+- **Fused MoE** rows: ``tokens`` entering the layer on the MoE group (every token once, the table's
+  ``num_tokens``), ``hidden``, ``inter`` per expert before the ``moe_tp`` split, ``topk``, ``experts``, ``moe_tp``,
+  ``moe_ep``, ``distribution``, ``gated`` and the expert format (:func:`expert_format`) as ``dtype``.
+- **MLA** rows: ``B, M, N, H`` (heads on this GPU) and the latent dims, ``dtype`` and ``kv_dtype`` the compute
+  dtype (the cache is not quantised here).
+- **All-to-all** rows: ``tokens`` on this GPU, ``hidden``, ``topk``, ``experts``, ``ep``, ``a2a_mode`` (``ll`` for
+  a decode step, ``normal`` for a prompt), no ``dtype`` (DeepEP's own: fp8 dispatch, bf16 combine); ``nodes``
+  depends on the GPU (its NVLink domain) and is added when a GPU runs the row.
 - **Gated DeltaNet** (``gdn_prefill``: the chunked form, chunks of :data:`GDN_CHUNK` tokens; ``gdn_decode``: one
-  recurrent step): each value head keeps a ``dk x dv`` state; a step reads and writes it (``~8 dk dv`` FLOPs per
-  token and head), a chunk adds ``4 C (dk + dv)`` per token and head of intra-chunk attention and reads / writes
-  the state once.
+  recurrent step) has no table: each value head keeps a ``dk x dv`` state; a step reads and writes it (``~8 dk
+  dv`` FLOPs per token and head), a chunk adds ``4 C (dk + dv)`` per token and head of intra-chunk attention and
+  reads / writes the state once (:func:`gdn_flops_bytes`).
 
-``expert_format`` is the one rule for the format the routed experts' weights run in (its bytes per element in
-:data:`WEIGHT_BYTES`): the workload's dtype, except fp8 over a checkpoint of 128 x 128 block-scaled fp8
-(``fp8_block``, as DeepSeek ships) and the mxfp4 / int4 experts of gpt-oss and Kimi-K2.5, which stay in their
-format unless the workload is fp4 (NVFP4 re-quantised, as the public fp4 serving runs do).
+``expert_format`` is the one rule for the format routed experts run in (:data:`~tilecast.tiles.dtypes.MOE_DTYPES`):
+the workload's dtype, except fp8 over a checkpoint of 128 x 128 block-scaled fp8 (``fp8_block``, as DeepSeek
+ships), gpt-oss's mxfp4 experts (``w4a16_mxfp4`` in bf16, ``w4a8_mxfp4_mxfp8`` in fp8) and Kimi-K2.5's int4
+experts (``int4_wo``), which keep their checkpoint's weights unless the workload is fp4 (NVFP4 re-quantised, as
+the public fp4 serving runs do).
 """
+
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import numpy as np
+import pandas as pd
 
-from tilecast.tiles.attention import attention_pairs
-from tilecast.tiles.dtypes import DTYPE_BYTES
+from tilecast.tiles.dtypes import DTYPE_BYTES, MOE_DTYPES
+from tilecast.tiles.roofline import kernel_flops_bytes
 
-#: bytes per element of the weight formats experts run in: the dtypes, plus fp8 with one fp32 scale per 128 x 128
-#: block, mxfp4 (e2m1 + one e8m0 scale per 32) and int4 with one bf16 scale per group of 32
-WEIGHT_BYTES: dict[str, float] = {**DTYPE_BYTES, "fp8_block": 1.0 + 4.0 / (128 * 128), "mxfp4": 0.5 + 1.0 / 32,
-                                  "int4": 0.5 + 2.0 / 32}
-#: checkpoint quantisations that fix the experts' format (:data:`tilecast.specs.architecture.QUANTIZATIONS`)
-_EXPERT_FORMATS = {"mxfp4": "mxfp4", "int4": "int4"}
 #: tokens per chunk of Gated DeltaNet's chunked (prefill) kernel (flash-linear-attention's default)
 GDN_CHUNK = 64
-#: the token-to-expert distribution a forecast assumes (a key of the moe kernel table's ``distribution``):
+#: the token-to-expert distribution a forecast assumes (a value of the moe kernel table's ``distribution``):
 #: trained routers are not balanced, and the busiest expert sets a grouped GEMM's time; the mildest measured
 #: skew is assumed, chosen before any serving figure was looked at (the MoE kernel rows measure all three)
 DEFAULT_DISTRIBUTION = "power_law_1.01"
+#: expert formats of a checkpoint's expert-only quantisation, by workload dtype (fp4: NVFP4 re-quantised)
+_EXPERT_FORMATS = {"mxfp4": {"bf16": "w4a16_mxfp4", "fp16": "w4a16_mxfp4", "fp8": "w4a8_mxfp4_mxfp8"},
+                   "int4": {"bf16": "int4_wo", "fp16": "int4_wo", "fp8": "int4_wo"}}
+#: graph-op dims -> kernel-row columns, attribute -> kernel-row column, per attribute kind (the tables'
+#: schemas: ``moe``; ``mla_prefill`` / ``mla_decode``; ``a2a_dispatch`` / ``a2a_combine``; Gated DeltaNet has
+#: no table, its row keeps the op's dims); every other attribute keeps its name, ``ckpt`` becomes ``dtype``
+ATTR_ROWS: dict[str, tuple[dict[str, int], dict[str, str]]] = {
+    "moe": ({"tokens": 1, "hidden": 2, "inter": 3}, {}),
+    "mla": ({"B": 0, "M": 1, "N": 2, "H": 4},
+            {"kv_lora": "kv_lora_rank", "rope": "qk_rope_head_dim", "nope": "qk_nope_head_dim", "v": "v_head_dim"}),
+    "a2a": ({"tokens": 1, "hidden": 2}, {"mode": "a2a_mode"}),
+    "gdn": ({"B": 0, "M": 1, "K": 3, "H": 4, "Hkv": 5}, {}),
+}
 
 
 def expert_format(workload_dtype: str, quantization: str) -> str:
-    """The format routed-expert weights run in for a workload dtype over a checkpoint's quantisation."""
+    """The format (:data:`~tilecast.tiles.dtypes.MOE_DTYPES`) routed-expert weights run in for a workload dtype
+    over a checkpoint's quantisation (:data:`tilecast.specs.architecture.QUANTIZATIONS`)."""
+    if workload_dtype in ("amp_bf16", "fp32", "tf32"):
+        workload_dtype = "bf16"
     if quantization in _EXPERT_FORMATS and workload_dtype != "fp4":
-        return _EXPERT_FORMATS[quantization]
+        return _EXPERT_FORMATS[quantization][workload_dtype]
     if workload_dtype == "fp8" and quantization == "fp8_block":
         return "fp8_block"
-    if workload_dtype in ("fp8", "fp4"):
-        return workload_dtype
-    return "bf16" if workload_dtype in ("amp_bf16", "fp32", "tf32") else workload_dtype
+    return workload_dtype
 
 
-def experts_hit(tokens, topk, experts, local_experts) -> np.ndarray:
-    """Expected local experts some token picks (each token picks ``topk`` of ``experts`` at random)."""
-    tokens, topk, experts = (np.asarray(x, dtype=float) for x in (tokens, topk, experts))
-    miss = np.power(np.clip(1.0 - topk / experts, 0.0, 1.0), tokens)
-    return np.asarray(local_experts, dtype=float) * (1.0 - miss)
+def expert_weight_bytes(workload_dtype: str, quantization: str) -> float:
+    """Bytes per expert weight (block scales included) of :func:`expert_format`."""
+    return MOE_DTYPES[expert_format(workload_dtype, quantization)].weight_bytes
 
 
-def moe_flops_bytes(tokens, hidden, inter, topk, experts, moe_tp, moe_ep, gated, weight_bytes, act_bytes
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """FLOPs and bytes of one GPU's share of a fused MoE layer (module docstring); arrays or scalars."""
-    tokens, hidden, inter, topk, experts, moe_tp, moe_ep = (np.asarray(x, dtype=float) for x in (
-        tokens, hidden, inter, topk, experts, moe_tp, moe_ep))
-    projections = np.where(np.asarray(gated, dtype=bool), 3.0, 2.0)
-    pairs = tokens * topk / moe_ep
-    flops = 2.0 * pairs * hidden * (inter / moe_tp) * projections
-    weights = experts_hit(tokens, topk, experts, experts / moe_ep) * projections * hidden * (inter / moe_tp)
-    nbytes = weights * np.asarray(weight_bytes, dtype=float) + 2.0 * pairs * hidden * np.asarray(act_bytes, float)
-    return flops, nbytes
+def attr_kernel_row(kind: str, op: str, dtype: str, dims: tuple[int, ...], attrs: tuple) -> dict[str, Any]:
+    """The kernel row (its table's schema, :data:`ATTR_ROWS`) of one op of an attribute kind; ``dims`` are the
+    op's (b, m, n, k, h, hkv)."""
+    to_columns, renamed = ATTR_ROWS[kind]
+    row: dict[str, Any] = {"OPName": op, **{col: int(dims[i]) for col, i in to_columns.items()}}
+    extra = dict(attrs)
+    ckpt = extra.pop("ckpt", None)
+    row.update({renamed.get(k, k): v for k, v in extra.items()})
+    if kind == "moe":
+        row["dtype"] = expert_format(dtype, ckpt or "")
+    elif kind == "mla":
+        row["dtype"] = row["kv_dtype"] = dtype
+    elif kind == "gdn":
+        row["dtype"] = dtype
+    return row
 
 
-def mla_flops_bytes(b, m, n, h, kv_lora, rope, nope, v, decode, act_bytes, kv_bytes
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """FLOPs and bytes of MLA attention on one GPU (``h`` local heads): prefill over decompressed keys and values,
-    decode absorbed over the latent cache (module docstring)."""
-    b, m, n, h, kv_lora, rope, nope, v = (np.asarray(x, dtype=float) for x in (b, m, n, h, kv_lora, rope, nope, v))
-    decode = np.asarray(decode, dtype=bool)
-    pairs = attention_pairs(m, n)
-    act, kv = np.asarray(act_bytes, dtype=float), np.asarray(kv_bytes, dtype=float)
-    qk = nope + rope
-    prefill_flops = 2.0 * b * h * pairs * (qk + v)
-    prefill_bytes = b * h * (m * (qk + v) * act + n * (qk + v) * kv)
-    latent = kv_lora + rope
-    decode_flops = 2.0 * b * h * pairs * (latent + kv_lora)
-    decode_bytes = b * (m * h * (latent + kv_lora) * act + n * latent * kv)
-    return np.where(decode, decode_flops, prefill_flops), np.where(decode, decode_bytes, prefill_bytes)
-
-
-def a2a_elements(tokens, hidden, topk, ep) -> np.ndarray:
-    """Elements one GPU sends (dispatch) or receives (combine) in an expert-parallel all-to-all."""
-    tokens, hidden, topk, ep = (np.asarray(x, dtype=float) for x in (tokens, hidden, topk, ep))
-    return tokens * np.minimum(topk, ep) * (ep - 1.0) / ep * hidden
-
+@functools.lru_cache(maxsize=4096)
+def attr_flops_bytes(kind: str, op: str, dtype: str, dims: tuple[int, ...], attrs: tuple) -> tuple[float, float]:
+    """FLOPs and bytes of one op of an attribute kind on one GPU: its kernel row's (an all-to-all within one
+    NVLink domain: the bytes leaving the GPU)."""
+    if kind == "gdn":
+        a = dict(attrs)
+        f, b = gdn_flops_bytes(dims[0], dims[1], dims[4], dims[3], a["dv"], op == "gdn_decode", DTYPE_BYTES[dtype],
+                               DTYPE_BYTES[a.get("state", "fp32")])
+        return float(f), float(b)
+    f, b = kernel_flops_bytes(pd.DataFrame([attr_kernel_row(kind, op, dtype, dims, attrs)]))
+    return float(f[0]), float(b[0])
 
 def gdn_flops_bytes(b, m, heads, dk, dv, decode, act_bytes, state_bytes) -> tuple[np.ndarray, np.ndarray]:
     """FLOPs and bytes of Gated DeltaNet on one GPU: ``b`` sequences of ``m`` new tokens, ``heads`` value heads
