@@ -20,7 +20,7 @@ from tilecast.tiles.feature_base import dim as _dim
 from tilecast.tiles.feature_base import log2 as _log2
 from tilecast.tiles.feature_base import per_sm as _per_sm
 from tilecast.tiles.gemm import gemm_waves
-from tilecast.tiles.moe_features import MLA_DEFAULT, MOE_DEFAULT, mla_features, moe_features
+from tilecast.tiles.moe_features import MLA_DECODE_DEFAULT, MLA_DEFAULT, MOE_DEFAULT, mla_features, moe_features
 from tilecast.tiles.ops import BINARY_VEC, UNARY_VEC, VECTOR_OPS
 from tilecast.tiles.vector import vector_waves
 
@@ -169,7 +169,7 @@ DEFAULT_FEATURES: dict[str, tuple[str, ...]] = {
     "tc_gemm": TC_GEMM_DEFAULT, "attn_prefill": ATTENTION_DEFAULT, "attn_decode": ATTENTION_DEFAULT,
     # leave-one-GPU-out over Vidur's two GPUs (benchmarks/precision.md): the small set generalises best
     "vec_half": ("log_numel", "op_code", "log_memory_us", "log_roofline_us"),
-    "moe": MOE_DEFAULT, "mla_prefill": MLA_DEFAULT, "mla_decode": MLA_DEFAULT,
+    "moe": MOE_DEFAULT, "mla_prefill": MLA_DEFAULT, "mla_decode": MLA_DECODE_DEFAULT,
 }
 
 

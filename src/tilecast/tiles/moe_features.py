@@ -105,3 +105,7 @@ MOE_DEFAULT = ("log_tokens", "log_hidden", "log_inter_local", "log_topk", "log_e
 MLA_DEFAULT = ("log_b", "log_m", "log_n", "log_h", "log_tokens", "log_kv_tokens", "kv_fp8", "framework_code",
                "log_waves", "wave_fill", "log_blocks_per_sm", "log_compute_us", "log_memory_us",
                "log_intensity_over_ridge", "log_bytes_over_l2", "log_roofline_us")
+#: decode without the per-SM block features: its kernels split the KV length over the SMs, so blocks of
+#: ``B x heads / 64`` are a disguised SM count that ties a left-out GPU to the training GPU of the nearest SM
+#: count (leave-one-GPU-out mean 40% -> 30%, B300 73% -> 19%: ``benchmarks/moe.md``)
+MLA_DECODE_DEFAULT = tuple(f for f in MLA_DEFAULT if f not in ("log_waves", "wave_fill", "log_blocks_per_sm"))
