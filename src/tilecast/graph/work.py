@@ -19,9 +19,9 @@ same rows the predictors and the all-to-all model forecast.
 
 ``expert_format`` is the one rule for the format routed experts run in (:data:`~tilecast.tiles.dtypes.MOE_DTYPES`):
 the workload's dtype, except fp8 over a checkpoint of 128 x 128 block-scaled fp8 (``fp8_block``, as DeepSeek
-ships), gpt-oss's mxfp4 experts (``w4a16_mxfp4`` in bf16, ``w4a8_mxfp4_mxfp8`` in fp8) and Kimi-K2.5's int4
-experts (``int4_wo``), which keep their checkpoint's weights unless the workload is fp4 (NVFP4 re-quantised, as
-the public fp4 serving runs do).
+ships), gpt-oss's mxfp4 experts (``w4a16_mxfp4`` in bf16, ``w4a8_mxfp4_mxfp8`` in fp8 and fp4: the release's
+weights, the kernels the engines measure for them) and Kimi-K2.5's int4 experts (``int4_wo``, unless the
+workload is fp4: NVIDIA's NVFP4 checkpoint).
 """
 
 
@@ -42,8 +42,11 @@ GDN_CHUNK = 64
 #: trained routers are not balanced, and the busiest expert sets a grouped GEMM's time; the mildest measured
 #: skew is assumed, chosen before any serving figure was looked at (the MoE kernel rows measure all three)
 DEFAULT_DISTRIBUTION = "power_law_1.01"
-#: expert formats of a checkpoint's expert-only quantisation, by workload dtype (fp4: NVFP4 re-quantised)
-_EXPERT_FORMATS = {"mxfp4": {"bf16": "w4a16_mxfp4", "fp16": "w4a16_mxfp4", "fp8": "w4a8_mxfp4_mxfp8"},
+#: expert formats of a checkpoint's expert-only quantisation, by workload dtype: gpt-oss's mxfp4 experts run with
+#: bf16 activations (bf16 workloads) or mxfp8 ones (fp8 and fp4: the lowest-precision kernel the engines run for
+#: them, vLLM / TRT-LLM on Blackwell); Kimi-K2.5's int4 experts weight-only, unless fp4 (NVIDIA's NVFP4 release)
+_EXPERT_FORMATS = {"mxfp4": {"bf16": "w4a16_mxfp4", "fp16": "w4a16_mxfp4", "fp8": "w4a8_mxfp4_mxfp8",
+                             "fp4": "w4a8_mxfp4_mxfp8"},
                    "int4": {"bf16": "int4_wo", "fp16": "int4_wo", "fp8": "int4_wo"}}
 #: graph-op dims -> kernel-row columns, attribute -> kernel-row column, per attribute kind (the tables'
 #: schemas: ``moe``; ``mla_prefill`` / ``mla_decode``; ``a2a_dispatch`` / ``a2a_combine``; Gated DeltaNet has
@@ -62,7 +65,7 @@ def expert_format(workload_dtype: str, quantization: str) -> str:
     over a checkpoint's quantisation (:data:`tilecast.specs.architecture.QUANTIZATIONS`)."""
     if workload_dtype in ("amp_bf16", "fp32", "tf32"):
         workload_dtype = "bf16"
-    if quantization in _EXPERT_FORMATS and workload_dtype != "fp4":
+    if workload_dtype in _EXPERT_FORMATS.get(quantization, {}):
         return _EXPERT_FORMATS[quantization][workload_dtype]
     if workload_dtype == "fp8" and quantization == "fp8_block":
         return "fp8_block"
