@@ -65,9 +65,10 @@ def serve(cfg: DictConfig, model, gpu) -> None:
     from tilecast.forecast.serve import ServeWorkload
     from tilecast.registry.forecaster import predict_serve
     from tilecast.scoring.pricing import load_pricing
+    from tilecast.specs.layout import parse_layout
 
     tp, isl, osl, concurrency, pp = (int_setting(cfg, k) for k in ("tp", "isl", "osl", "concurrency", "pp"))
-    sw = ServeWorkload(model, str(cfg.dtype), tp, isl, osl, concurrency, pp)
+    sw = ServeWorkload(model, str(cfg.dtype), tp, isl, osl, concurrency, pp, parse_layout(cfg.get("layout")))
     fc, record = predict_serve(sw, gpu, str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
                                load_pricing(cfg.pricing), interval_level=cfg.get("interval_level"))
     print(fc.describe())
