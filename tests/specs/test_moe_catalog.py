@@ -12,7 +12,7 @@ import yaml
 
 from tilecast.paths import CONF_DIR
 from tilecast.specs import SpecError, get_model, load_model_file
-from tilecast.specs.model import CheckpointDtypeError, check_checkpoint_dtype
+from tilecast.specs.model import CheckpointDtypeError, check_checkpoint_dtype, workload_dtype_of
 from tilecast.specs.model_file import family_of_config, model_file_text
 
 # key: (experts, topk, expert inter, shared inter, MoE layers, layers, dense inter, attention)
@@ -165,3 +165,11 @@ def test_a_config_json_is_enough_to_add_a_model(tmp_path):
     assert spec.config == config
     with pytest.raises(SpecError, match="architectures"):
         model_file_text(dict(config, architectures=["NotAModel"]), "bad", "test")
+
+
+def test_int4_precision_is_kimis_own_release():
+    assert workload_dtype_of(get_model("moonshotai/Kimi-K2.5"), "int4") == "bf16"  # int4 experts, bf16 elsewhere
+    assert workload_dtype_of(get_model("openai/gpt-oss-120b"), "mxfp4") == "bf16"
+    assert workload_dtype_of(get_model("deepseek_r1"), "fp8") == "fp8"
+    with pytest.raises(SpecError, match="'int4'.*deepseek_r1.*fp8_block"):
+        workload_dtype_of(get_model("deepseek_r1"), "int4")

@@ -256,6 +256,25 @@ def check_checkpoint_dtype(spec: ModelSpec, dtype: str) -> str:
     return dtype
 
 
+#: precisions a serving row may spell that name a release's own expert quantisation rather than a dtype:
+#: precision -> the checkpoint quantisation it means (its other layers run bf16)
+RELEASE_PRECISIONS = {"int4": "int4", "mxfp4": "mxfp4"}
+
+
+def workload_dtype_of(spec: ModelSpec, precision: str) -> str:
+    """A serving row's ``precision`` as the workload dtype: ``int4`` (``mxfp4``) names the release of a model whose
+    routed experts ship in int4 (mxfp4), Kimi-K2.5 (gpt-oss): its experts keep that format and everything else
+    runs bf16 (workload ``bf16``, :func:`tilecast.graph.work.expert_format`); for a model without such experts it
+    is a :class:`SpecError` naming both. Any other precision is the dtype itself."""
+    held = RELEASE_PRECISIONS.get(precision)
+    if held is None:
+        return precision
+    if spec.quantization != held:
+        raise SpecError(f"precision {precision!r} names a release with {held} expert weights; {spec.key}'s "
+                        f"checkpoint holds {spec.quantization or 'bf16'} weights")
+    return "bf16"
+
+
 def _variants(path: Path, value: Any) -> dict[str, str]:
     """The ``variants`` field: quantised checkpoint ids -> the dtype each holds."""
     if value is None:
