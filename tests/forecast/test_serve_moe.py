@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from tilecast.evaluation.serving import evaluate_serving
-from tilecast.forecast.serve import ServeWorkload, forecast_serve, serve_memory
+from tilecast.forecast.serve import ServeWorkload, forecast_serve, serve_memory, serve_memory_terms
 from tilecast.graph.kv_cache import kv_bytes_per_request
 from tilecast.specs import WorkloadError, get_gpu, get_model
 from tilecast.specs.layout import Layout, LayoutError
@@ -84,3 +85,12 @@ def test_serving_rows_read_their_layouts():
     assert out["pred_tpot_ms"][0] != out["pred_tpot_ms"][1]  # two layouts, two forecasts
     assert "tp=36 does not divide the 128 attention heads" in out["error"][2]
     assert "2 x 2 = 4 GPUs" in out["error"][3]
+
+
+def test_memory_terms_vectorise_over_tp_for_a_grid():
+    spec = get_model("qwen3_30b_a3b")
+    tp, osl, conc = np.array([1, 2, 1, 4]), np.array([128, 256, 512, 128]), np.array([1, 8, 4, 2])
+    grid = serve_memory_terms(spec, "bf16", 1024, tp, osl, conc)
+    for i in range(4):
+        one = serve_memory_terms(spec, "bf16", 1024, int(tp[i]), osl[i], conc[i])
+        assert [float(t[i]) for t in grid] == pytest.approx([float(x) for x in one])

@@ -257,6 +257,15 @@ def serve_memory_terms(spec: ModelSpec, dtype: str, isl: int, tp: Any, osl: Any,
     arrays (one formula for one workload and for a scored grid). A mixture-of-experts model runs on ``layout``
     (default ``tp`` alone; ``tp`` then a scalar): weights and workspace of one of its GPUs, KV bytes per token
     from :func:`tilecast.graph.kv_cache.kv_bytes_per_token` (windows, latents and states over the request)."""
+    if spec.family in LAYOUT_FAMILIES and layout is None and np.ndim(tp):  # a grid: one layout per distinct tp
+        tp_b, osl_b, conc_b = np.broadcast_arrays(np.asarray(tp), np.asarray(osl), np.asarray(concurrency))
+        out = [np.empty(tp_b.shape) for _ in range(4)]
+        for value in np.unique(tp_b):
+            at = tp_b == value
+            for slot, term in zip(out, serve_memory_terms(spec, dtype, isl, int(value), osl_b[at], conc_b[at]),
+                                  strict=True):
+                slot[at] = term
+        return tuple(out)
     if spec.family in LAYOUT_FAMILIES:
         layout = layout or Layout(int(tp))
         params, transient = _prefill_footprint(spec, dtype, int(isl), layout)
