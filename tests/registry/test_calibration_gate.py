@@ -180,8 +180,9 @@ def test_score_and_nightly_pin_predictors_without_calibration(store):
                                          resolve=True)
             settings[job, flag] = score_settings(cfg) if job == "score" else nightly_settings(cfg).score
             assert settings[job, flag].calibrate is flag
-    example = pd.DataFrame([{"OPName": "add", "B": 2, "H": 64, "M": 64, "N": 64, "K": 64,
-                             "Device": L4.device_name}] * 2)
+    example = pd.DataFrame([{"OPName": "add", "B": 2, "H": 64, "M": 64, "N": 64, "K": 64, "tokens": 64, "hidden": 64,
+                             "inter": 64, "topk": 2, "experts": 8, "moe_tp": 1, "moe_ep": 1,
+                             "Device": L4.device_name}] * 2)  # every family's dims (moe's own)
     with mlflow.start_run(experiment_id=ensure_experiment("calibration-gate")):
         for fam in FAMILIES:
             if fam != "bmm":

@@ -22,7 +22,8 @@ from tilecast.registry.aliases import alias_history
 from tilecast.registry.models import IncompatibleModelError, log_saved_predictor
 from tilecast.registry.promotion import alias_versions, promote
 from tilecast.registry.tracking import ENV_VAR, configure, ensure_experiment
-from tilecast.tiles.ops import FAMILIES
+from tilecast.scoring.predictors import _PROBE_ROWS
+from tilecast.tiles.ops import FAMILIES, MOE_MLA_FAMILIES
 
 EXAMPLE = {"bmm": {"OPName": "bmm", "B": 2, "M": 64, "N": 64, "K": 64},
            "linear": {"OPName": "linear", "B": 1, "M": 64, "N": 64, "K": 64},
@@ -33,7 +34,8 @@ EXAMPLE = {"bmm": {"OPName": "bmm", "B": 2, "M": 64, "N": 64, "K": 64},
                             "dtype": "bf16"},
            "attn_decode": {"OPName": "attn_decode", "B": 2, "M": 1, "N": 64, "K": 64, "H": 4, "Hkv": 4,
                            "dtype": "bf16"},
-           "vec_half": {"OPName": "rmsnorm", "B": 64, "H": 512, "dtype": "bf16"}}
+           "vec_half": {"OPName": "rmsnorm", "B": 64, "H": 512, "dtype": "bf16"},
+           **{fam: _PROBE_ROWS[fam] for fam in MOE_MLA_FAMILIES}}  # the scorer's probe rows: their own dims
 FIX = "python jobs/train.py families=[linear]"
 
 

@@ -12,10 +12,10 @@ from distributed import Client, LocalCluster
 from tilecast.scoring.engine import score_cells
 from tilecast.scoring.graphs import build_graphs, dedupe_ops
 from tilecast.scoring.matrix import GRAPH_KEYS, expand, load_matrix
-from tilecast.scoring.predictors import PredictorSource, latency_chunk, resolve_source
+from tilecast.scoring.predictors import _PROBE_ROWS, PredictorSource, latency_chunk, resolve_source
 from tilecast.scoring.pricing import load_pricing
 from tilecast.scoring.schema import conform
-from tilecast.tiles.ops import FAMILIES, FP32_FAMILIES
+from tilecast.tiles.ops import FAMILIES, FP32_FAMILIES, MOE_MLA_FAMILIES
 
 
 def distinct_ops_of(cells):
@@ -42,7 +42,8 @@ def champions(sqlite_uri):
                                 "dtype": "bf16"},
                "attn_decode": {"OPName": "attn_decode", "B": 2, "M": 1, "N": 64, "K": 64, "H": 4, "Hkv": 4,
                                "dtype": "bf16"},
-               "vec_half": {"OPName": "rmsnorm", "B": 64, "H": 512, "dtype": "bf16"}}
+               "vec_half": {"OPName": "rmsnorm", "B": 64, "H": 512, "dtype": "bf16"},
+               **{fam: _PROBE_ROWS[fam] for fam in MOE_MLA_FAMILIES}}  # their own dims
     with mlflow.start_run(experiment_id=ensure_experiment("scoring-test")):  # artifacts inside the store
         for fam in FAMILIES:
             mv = log_predictor(fit_predictor("roofline", fam, pd.DataFrame()),

@@ -1,5 +1,5 @@
-"""Work of the mixture-of-experts era's graph ops, per GPU (docs/method.md §18): each op of
-:data:`~tilecast.graph.ops.ATTR_KINDS` as the kernel row its table measures (:func:`attr_kernel_row`), so its FLOPs
+"""Work of the mixture-of-experts era's graph ops, per GPU (docs/method.md §19; their kernel rows §18): each op
+of :data:`~tilecast.graph.ops.ATTR_KINDS` as the kernel row its table measures (:func:`attr_kernel_row`), so its FLOPs
 and bytes are the kernel side's formulas for that row (:func:`tilecast.tiles.roofline.kernel_flops_bytes`: the
 fused MoE layer with its routing distribution, MLA's expanded prefill and absorbed decode, DeepEP's bytes), the
 same rows the predictors and the all-to-all model forecast.

@@ -163,6 +163,10 @@ _PROBE_ROWS = {
     "attn_decode": {"OPName": "attn_decode", "B": 8, "M": 1, "N": 1024, "K": 128, "H": 32, "Hkv": 8,
                     "dtype": "bf16"},
     "vec_half": {"OPName": "rmsnorm", "B": 2048, "M": 0, "N": 0, "K": 0, "H": 4096, "dtype": "bf16"},
+    "moe": {"OPName": "moe", "tokens": 256, "hidden": 4096, "inter": 1536, "topk": 8, "experts": 128, "moe_tp": 1,
+            "moe_ep": 8, "dtype": "bf16"},
+    "mla_prefill": {"OPName": "mla_prefill", "B": 1, "M": 1024, "N": 1024, "H": 16, "dtype": "bf16"},
+    "mla_decode": {"OPName": "mla_decode", "B": 32, "M": 1, "N": 2048, "H": 16, "dtype": "bf16"},
 }
 
 

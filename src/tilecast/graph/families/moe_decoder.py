@@ -1,7 +1,7 @@
 """Mixture-of-experts decoders (family ``moe``) as serving engines run them, one GPU's share of a :class:`Layout`.
 
 Every layer records what vLLM / SGLang / TensorRT-LLM launch on one GPU of a ``tp x dp`` instance
-(docs/method.md §18):
+(docs/method.md §19):
 
 - **attention** on the GPU's attention rank: ``dp`` groups each serve ``ceil(batch / dp)`` sequences, split
   ``tp`` ways by heads (Megatron: column-parallel in, row-parallel out, an all-reduce over the ``tp`` GPUs):
