@@ -70,9 +70,10 @@ def serve(cfg: DictConfig, model, gpu) -> None:
     from tilecast.forecast.serve import ServeWorkload
     from tilecast.registry.forecaster import predict_serve
     from tilecast.scoring.pricing import load_pricing
+    from tilecast.specs.layout import parse_layout
 
     tp, isl, osl, concurrency, pp = (int_setting(cfg, k) for k in ("tp", "isl", "osl", "concurrency", "pp"))
-    sw = ServeWorkload(model, _dtype(cfg), tp, isl, osl, concurrency, pp)
+    sw = ServeWorkload(model, _dtype(cfg, model), tp, isl, osl, concurrency, pp, parse_layout(cfg.get("layout")))
     fc, record = predict_serve(sw, gpu, str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
                                load_pricing(cfg.pricing), interval_level=cfg.get("interval_level"))
     print(fc.describe())
@@ -81,10 +82,13 @@ def serve(cfg: DictConfig, model, gpu) -> None:
     _finish(cfg, record)
 
 
-def _dtype(cfg: DictConfig) -> str:
-    """The workload dtype: as given, else fp32 (amp_bf16 for a training run)."""
+def _dtype(cfg: DictConfig, model=None) -> str:
+    """The workload dtype: as given, else fp32 (amp_bf16 for a training run; a served model's checkpoint dtype:
+    its quantised variant's, else bf16)."""
     if cfg.get("dtype") is not None:
         return str(cfg.dtype)
+    if cfg.mode == "serve" and model is not None:
+        return model.default_dtype
     return "amp_bf16" if cfg.mode == "train_run" else "fp32"
 
 

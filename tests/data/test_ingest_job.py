@@ -48,8 +48,8 @@ def test_job_runs_and_fails_on_schema(source: Path, tmp_path: Path) -> None:
 def test_dataset_defaults_and_all() -> None:
     assert ingest_targets(_cfg("dataset=vidur")) == [("vidur", "../shared/data/external/vidur", "data/vidur")]
     targets = ingest_targets(_cfg("dataset=all"))
-    assert [t[0] for t in targets] == ["neusight", "neusight_amd", "aiconfigurator", "vidur", "aiconfigurator_moe",
-                                       "llm_foundry"]
+    assert [t[0] for t in targets] == ["neusight", "neusight_amd", "aiconfigurator", "aiconfigurator_engines", "vidur",
+                                       "aiconfigurator_moe", "llm_foundry"]
     assert all(output == f"data/{name}" for name, _, output in targets)
     with pytest.raises(ValueError, match="dataset=all uses each dataset's own source and output; drop output="):
         ingest_targets(_cfg("dataset=all", "output=elsewhere"))

@@ -1,4 +1,4 @@
-"""Serving models: Llama-3.1 and Qwen3 configs, Hugging Face ids as aliases, unsupported (MoE) model ids."""
+"""Serving models: Llama-3.1 and Qwen3 configs, Hugging Face ids as aliases, unsupported model ids."""
 
 from __future__ import annotations
 
@@ -34,10 +34,15 @@ ALIASES = {
     "Qwen/Qwen3-32B": "qwen3_32b",
     "nvidia/Qwen3-32B-NVFP4": "qwen3_32b",
 }
-#: the mixture-of-experts ids of the serving data (data/aiconfigurator/serving.parquet, model_path)
-MOE_IDS = ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "MiniMaxAI/MiniMax-M2.5", "Qwen/Qwen3.5-397B-A17B",
-           "openai/gpt-oss-120b", "moonshotai/Kimi-K2.5", "zhipuai/GLM-5", "nvidia/DeepSeek-R1-NVFP4",
-           "nvidia/DeepSeek-V3.1-NVFP4")
+#: the mixture-of-experts ids of the serving data (data/aiconfigurator/serving.parquet, model_path) -> key
+MOE_IDS = {"deepseek-ai/DeepSeek-R1": "deepseek_r1", "deepseek-ai/DeepSeek-V3": "deepseek_v3",
+           "MiniMaxAI/MiniMax-M2.5": "minimax_m25", "Qwen/Qwen3.5-397B-A17B": "qwen35_397b_a17b",
+           "openai/gpt-oss-120b": "gpt_oss_120b", "moonshotai/Kimi-K2.5": "kimi_k25", "zhipuai/GLM-5": "glm5",
+           "nvidia/DeepSeek-R1-NVFP4": "deepseek_r1", "nvidia/DeepSeek-V3.1-NVFP4": "deepseek_v31"}
+#: ids known but refused (conf/unsupported_models.yaml), with a word of their reason
+UNSUPPORTED_IDS = {"deepseek-ai/DeepSeek-V4-Flash": "compressed attention",
+                   "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8": "Mamba-2",
+                   "MiniMaxAI/MiniMax-M3": "sparse attention"}
 SERVING = AICONFIGURATOR_DIR / "serving.parquet"
 
 
@@ -79,14 +84,20 @@ def test_qk_norm_follows_model_type(tmp_path):
     assert not load_model_file(_write(tmp_path, data)).qk_norm
 
 
-@pytest.mark.parametrize("name", MOE_IDS)
-def test_moe_serving_models_are_unsupported_not_unknown(name):
+@pytest.mark.parametrize(("name", "key"), MOE_IDS.items())
+def test_moe_serving_models_resolve(name, key):
+    spec = get_model(name)
+    assert spec.key == key and spec.family == "moe" and spec.moe is not None
+    assert name not in unsupported_models()
+
+
+@pytest.mark.parametrize(("name", "why"), UNSUPPORTED_IDS.items())
+def test_newer_architectures_are_unsupported_not_unknown(name, why):
     with pytest.raises(UnsupportedModelError) as info:
         get_model(name)
     assert not isinstance(info.value, UnknownSpecError) and isinstance(info.value, SpecError)
     msg = str(info.value)
-    assert repr(name) in msg and "mixture-of-experts serving is not supported" in msg
-    assert "unknown model" not in msg
+    assert repr(name) in msg and why in msg and "unknown model" not in msg
     assert name in unsupported_models()
 
 
@@ -101,7 +112,7 @@ def test_unknown_model_suggests_by_alias():
         get_model("Qwen/Qwen3-14B")
     closest = str(info.value).split("closest known: ")[1].split(";")[0]
     assert closest.startswith("qwen3_32b (Qwen/Qwen3-32B)")
-    assert "deepseek" not in str(info.value).lower()  # unsupported ids are not suggested
+    assert "v4" not in str(info.value).lower()  # unsupported ids are not suggested
 
 
 def test_lookup_is_exact():
@@ -112,8 +123,9 @@ def test_lookup_is_exact():
 def test_command_line_takes_hugging_face_ids():
     assert catalog_argv(["model=meta-llama/Llama-3.1-70B"]) == ["model=llama31_70b"]
     assert catalog_argv(["model=Qwen/Qwen3-32B,llama31_8b"]) == ["model=qwen3_32b,llama31_8b"]
+    assert catalog_argv(["model=deepseek-ai/DeepSeek-V3"]) == ["model=deepseek_v3"]
     with pytest.raises(UnsupportedModelError):
-        catalog_argv(["model=deepseek-ai/DeepSeek-V3"])
+        catalog_argv(["model=deepseek-ai/DeepSeek-V4-Flash"])
 
 
 @pytest.mark.skipif(not SERVING.exists(), reason="the serving data is not in this checkout")
@@ -186,8 +198,8 @@ def test_alias_naming_another_key_is_an_error(tmp_path):
 
 def test_alias_listed_as_unsupported_is_an_error(tmp_path):
     conf = _catalog_dir(tmp_path, "llama31_8b")
-    _write(conf, _base() | {"aliases": ["deepseek-ai/DeepSeek-R1"]})
-    with pytest.raises(SpecError, match=r"unsupported_models\.yaml: lists 'deepseek-ai/DeepSeek-R1'"):
+    _write(conf, _base() | {"aliases": ["deepseek-ai/DeepSeek-V4-Pro"]})
+    with pytest.raises(SpecError, match=r"unsupported_models\.yaml: lists 'deepseek-ai/DeepSeek-V4-Pro'"):
         all_models(conf_dir=conf)
 
 

@@ -20,6 +20,10 @@ DATA_MODELS = ("bert_large", "bert", "gpt2_med", "gpt2_large", "gpt2_xl", "gpt3_
 PUBLISHED = ("llama2_7b", "llama3_8b", "mistral_7b", "llama31_8b", "llama31_70b", "llama31_405b", "qwen3_32b")
 #: llm-foundry's MPT sizes (the architectures of data/llm_foundry's training runs)
 MPT = tuple(f"mpt_{s}" for s in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b", "70b"))
+#: mixture-of-experts decoders (family moe, tests/specs/test_moe_catalog.py)
+MOE = ("deepseek_v3", "deepseek_r1", "deepseek_v31", "deepseek_v32", "kimi_k2", "kimi_k25", "glm5", "qwen3_235b_a22b",
+       "qwen3_30b_a3b", "qwen35_397b_a17b", "gpt_oss_120b", "gpt_oss_20b", "minimax_m25", "llama4_scout",
+       "llama4_maverick", "mixtral_8x22b", "mixtral_8x7b")
 
 # key: (family, hidden, layers, heads, kv heads, head dim, intermediate, vocab, max positions, activation)
 EXPECTED = {
@@ -47,7 +51,7 @@ SHIPPED = sorted((CONF_DIR / "model").glob("*.yaml"))
 
 
 def test_catalog_holds_the_data_and_published_models():
-    assert set(all_models()) == set(DATA_MODELS) | set(PUBLISHED) | set(MPT)
+    assert set(all_models()) == set(DATA_MODELS) | set(PUBLISHED) | set(MPT) | set(MOE)
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
@@ -55,7 +59,8 @@ def test_every_shipped_file_validates(path):
     spec = load_model_file(path)
     assert spec.key == path.stem
     assert spec.num_heads % spec.num_kv_heads == 0
-    explicit_head_dim = spec.family == "switch" or spec.config.get("head_dim") is not None
+    explicit_head_dim = (spec.family == "switch" or spec.mla is not None
+                         or (spec.config.get("text_config") or spec.config).get("head_dim") is not None)
     assert explicit_head_dim or spec.num_heads * spec.head_dim == spec.hidden_size
     assert spec.config == yaml.safe_load(path.read_text())["config"]  # kept verbatim
 

@@ -105,6 +105,7 @@ def draft_spec(facts: GpuFacts, key: str | None = None, when: dt.date | None = N
         _line("vendor", "nvidia"),
         _line("architecture", arch, f"compute capability {facts.cc[0]}.{facts.cc[1]}"),
         _line("num_sm", facts.num_sm),
+        _line("sm_version", facts.cc[0] * 10 + facts.cc[1], "compute capability x 10: kernel libraries dispatch on it"),
         _line("cores_per_sm", cores, f"fp32 cores per SM of {arch}; {confirm}"),
         _line("fp32_gflops", fp32, f"estimate: 2 x {facts.num_sm} SMs x {cores} cores x {clock} MHz; {confirm}"),
         _line("mem_gb", round(facts.mem_mib / 1024, 1), f"{facts.mem_mib:.0f} MiB reported; {confirm} (listed GB)"),

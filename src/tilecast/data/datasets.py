@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tilecast.data.aiconfigurator import check_system_yaml, plan_aiconfigurator
+from tilecast.data.aiconfigurator_engines import plan_aiconfigurator_engines
 from tilecast.data.aiconfigurator_moe import AICONFIGURATOR_MOE_TEXT, plan_aiconfigurator_moe
 from tilecast.data.amd import check_device_config, plan_amd
 from tilecast.data.graphs import plan_graphs
@@ -88,6 +89,48 @@ AICONFIGURATOR_TEXT = ProvenanceText(
 """,
     files_note="`used: copied` marks files shipped verbatim\n(`systems/*.yaml`); the licence lies beside the "
                "source in `../LICENSES/`.",
+)
+
+AICONFIGURATOR_ENGINES_TEXT = ProvenanceText(
+    title="AIConfigurator engine data",
+    about="NVIDIA AIConfigurator's performance database\n"
+          "(ai-dynamo/aiconfigurator @095f58a): the GEMM and fused prefill / decode attention kernels as the SGLang\n"
+          "and TRT-LLM engines run them (a sample of the shapes), and the engines' own all-reduce kernels.",
+    licence_title="Apache License 2.0",
+    copyright="Copyright (c) 2025-2026 NVIDIA CORPORATION & AFFILIATES\n(the SPDX header of the source files)",
+    conventions="""## Conventions
+
+- Latencies are in milliseconds, as measured (the collector of `data/aiconfigurator`: locked clocks, CUDA-graph
+  capture, mean of 6 replays after 3 warm-ups). `system`, `device`, `framework` (the engine: `sglang`,
+  `trtllm`; the all-reduce table also `vllm`), `version` (its release) and `kernel_source` (the kernel library the
+  engine ran: e.g. `sglang_torch_linear` = cuBLAS, `sglang_sgl_kernel_fp8_scaled_mm` = CUTLASS,
+  `sglang_deepgemm_gemm_nt_f8f8bf16` / `deepgemm` = DeepGEMM, `torch_flow` = TRT-LLM's own GEMM / FMHA / XQA,
+  `trtllm_mha` = TRT-LLM FMHA under SGLang, `flashinfer`, `triton`, `flash_attention`) are the source's.
+- `gemm_engines`: columns as `data/aiconfigurator/gemm` (M = m tokens, N = k reduced, K = n in the project's linear
+  convention); `gemm_dtype` adds `fp8_block` (128-element block-scaled fp8, DeepSeek style).
+- `context_attention_engines` / `generation_attention_engines`: columns as the vLLM attention tables;
+  `attn_dtype` fp8 is fp8 FMHA (fp8 queries over an fp8 KV cache).
+- `custom_allreduce`: one all-reduce of `message_size` bf16 elements over `num_gpus` GPUs of one node by the
+  engine's own kernel: `kernel_source` `vLLM_custom_graph` / `vLLM_custom_eager` (inside a CUDA graph or not),
+  `SGLang_CustomAllReduce_graph` / `_eager`, `TRTLLM`; `backend` / `implementation` as the source (null where
+  it has none). Above the size an engine hands to NCCL, the rows time NCCL.
+- Rows are checked (columns present with their types, latency > 0 and finite, dims > 0, known system and its
+  device string, known dtype and engine); a failing row is logged as `<file>:<line>: <reason>` (the 1-based row
+  number), left out and listed below.
+""",
+    left_out="""## Left out
+
+- Rows that fail a check (listed below) and the constant columns named in the table notes. Among them every
+  SGLang kernel row the source files under system `b300_sxm`: their `device` is `NVIDIA GB300`, a GPU held back
+  from this project, so the device check rejects them (SGLang's kernels are shipped for five GPUs, TRT-LLM's
+  for six).
+- Sliding-window attention rows (`window_size` > 0): the vLLM tables they would be compared with have none.
+- The kernel tables are a shape sample (the table notes say how many rows of how many): a shape is kept when the
+  crc32 of its dims' text is 0 modulo 8 (GEMM) or 4 (attention), so a kept shape is kept on every GPU and engine
+  (`tilecast.data.aiconfigurator_engines.shape_kept`). `custom_allreduce` is shipped whole. The source holds no
+  H100 SXM, H200 SXM or GB300 measurement (held back from this project).
+""",
+    files_note="The licence lies beside the source in `../LICENSES/`.",
 )
 
 VIDUR_TEXT = ProvenanceText(
@@ -203,6 +246,9 @@ DATASETS: dict[str, Dataset] = {
     "aiconfigurator": Dataset("aiconfigurator", (plan_aiconfigurator,), AICONFIGURATOR_TEXT,
                               licence="../LICENSES/aiconfigurator-Apache-2.0.txt", licence_kind="Apache-2.0",
                               copies=(Copy("systems/*.yaml", "systems", check_system_yaml),)),
+    "aiconfigurator_engines": Dataset("aiconfigurator_engines", (plan_aiconfigurator_engines,),
+                                      AICONFIGURATOR_ENGINES_TEXT, licence="../LICENSES/aiconfigurator-Apache-2.0.txt",
+                                      licence_kind="Apache-2.0"),
     "vidur": Dataset("vidur", (plan_vidur,), VIDUR_TEXT, licence="../LICENSES/vidur-MIT.txt"),
     "aiconfigurator_moe": Dataset("aiconfigurator_moe", (plan_aiconfigurator_moe,), AICONFIGURATOR_MOE_TEXT,
                                   licence="../LICENSES/aiconfigurator-Apache-2.0.txt", licence_kind="Apache-2.0"),

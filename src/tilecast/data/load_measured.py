@@ -1,7 +1,8 @@
 """Read the shipped AIConfigurator, Vidur and NeuSight-AMD tables (``data/<dataset>``; every loader takes ``root``).
 
 Layout: ``aiconfigurator/{gemm,context_attention,generation_attention,nccl,serving}.parquet`` and
-``systems/*.yaml``; ``vidur/{mlp,network}.parquet``; ``neusight_amd/kernels/<op>.parquet`` and
+``systems/*.yaml``; ``aiconfigurator_engines/{gemm_engines,context_attention_engines,generation_attention_engines,
+custom_allreduce}.parquet``; ``vidur/{mlp,network}.parquet``; ``neusight_amd/kernels/<op>.parquet`` and
 ``devices/*.json``; ``llm_foundry/mpt_training.parquet``. Column meanings are in each folder's PROVENANCE.md.
 Integer columns that may be empty come back as pandas ``Int64`` (nullable).
 """
@@ -19,9 +20,17 @@ import yaml
 
 from tilecast.data.aiconfigurator import SERVING_TYPES
 from tilecast.data.aiconfigurator import TABLES as AICONFIGURATOR_TABLES
+from tilecast.data.aiconfigurator_engines import TABLES as ENGINE_TABLES
 from tilecast.data.aiconfigurator_moe import TABLES as AICONFIGURATOR_MOE_TABLES
 from tilecast.data.vidur import MLP_TYPES
-from tilecast.paths import AICONFIGURATOR_DIR, AICONFIGURATOR_MOE_DIR, LLM_FOUNDRY_DIR, NEUSIGHT_AMD_DIR, VIDUR_DIR
+from tilecast.paths import (
+    AICONFIGURATOR_DIR,
+    AICONFIGURATOR_ENGINES_DIR,
+    AICONFIGURATOR_MOE_DIR,
+    LLM_FOUNDRY_DIR,
+    NEUSIGHT_AMD_DIR,
+    VIDUR_DIR,
+)
 
 VIDUR_TABLES = ("mlp", "network")
 LLM_FOUNDRY_TABLES = ("mpt_training",)
@@ -72,6 +81,14 @@ def load_aiconfigurator_moe(table: str, root: str | os.PathLike | None = None,
         raise FileNotFoundError(f"{path} does not exist; make it with `python jobs/ingest.py "
                                 f"dataset=aiconfigurator_moe` (data root {base})")
     return pq.read_table(path, columns=columns).to_pandas()
+
+
+def load_aiconfigurator_engines(table: str, root: str | os.PathLike | None = None) -> pd.DataFrame:
+    """An AIConfigurator engine table (``data/aiconfigurator_engines``): ``gemm_engines``,
+    ``context_attention_engines``, ``generation_attention_engines`` (SGLang / TRT-LLM kernels, a shape sample) or
+    ``custom_allreduce`` (the engines' own all-reduce). Source columns; latencies in ms."""
+    _known("AIConfigurator engine table", table, ENGINE_TABLES)
+    return _read("aiconfigurator_engines", AICONFIGURATOR_ENGINES_DIR if root is None else Path(root), table)
 
 
 def aiconfigurator_systems(root: str | os.PathLike | None = None) -> dict[str, dict]:

@@ -1,11 +1,13 @@
 """Serving forecasts against measured runs (rows in the schema of AIConfigurator's ``serving.csv``).
 
 Each row names its GPU by ``system`` (``b200_sxm``: catalog aliases), its model by ``model_path`` (a
-Hugging Face id the catalog resolves), ``precision`` (bf16 | fp8), ``tp_size`` / ``pp_size``, ``isl``,
-``osl`` and ``batch_size`` (the concurrency). A row the forecaster cannot answer (a mixture-of-experts
-or unknown model, an unknown GPU, fp4 / int4 precisions, disaggregated serving, pipeline parallelism)
-gets its reason in ``error`` and empty forecasts; every other row is answered. Identical
-configurations are forecast once.
+Hugging Face id the catalog resolves), ``precision`` (bf16 | fp8 | fp4; int4: a release's own int4 experts,
+:func:`tilecast.specs.model.workload_dtype_of`), ``tp_size`` / ``pp_size``, ``isl``,
+``osl`` and ``batch_size`` (the concurrency); a mixture-of-experts model's layout from ``tp_size``,
+``attention_dp_size``, ``moe_tp_size``, ``moe_ep_size`` (:func:`tilecast.specs.layout.layout_from_row`). A row
+the forecaster cannot answer (a layout that cannot run the model, an unknown model, an unknown GPU, a
+precision the checkpoint cannot run in, disaggregated serving, pipeline parallelism) gets its reason in
+``error`` and empty forecasts; every other row is answered. Identical configurations are forecast once.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ import pandas as pd
 from tilecast.forecast.serve import SERVE_DTYPES, ServeWorkload, forecast_serve
 from tilecast.metrics import ape_pct
 from tilecast.specs import SpecError, UnknownSpecError, get_gpu, get_model
+from tilecast.specs.layout import layout_from_row
+from tilecast.specs.model import workload_dtype_of
 
 SERVE_COLUMNS = ("pred_ttft_ms", "pred_tpot_ms", "fits", "error")
-_KEY = ("model_path", "system", "precision", "tp_size", "pp_size", "isl", "osl", "batch_size", "mode")
+_KEY = ("model_path", "system", "precision", "tp_size", "pp_size", "isl", "osl", "batch_size", "mode",
+        "attention_dp_size", "moe_tp_size", "moe_ep_size")
 
 
 def _int(value: object, name: str) -> int:
@@ -35,14 +40,15 @@ def serve_row_workload(row: pd.Series) -> tuple[ServeWorkload, str]:
     if str(row.get("mode", "agg")) != "agg":
         raise ValueError(f"mode={row.get('mode')!r}: disaggregated serving (separate prefill and decode pools) "
                          "is not modelled")
-    precision = str(row.get("precision"))
+    model = get_model(str(row["model_path"]))
+    precision = workload_dtype_of(model, str(row.get("precision")))  # int4: Kimi-K2.5's own int4 experts
     if precision not in SERVE_DTYPES:
         raise ValueError(f"precision={precision!r} is not modelled; serve dtypes: {', '.join(SERVE_DTYPES)}")
-    model = get_model(str(row["model_path"]))
     gpu = get_gpu(str(row["system"]))
     pp = _int(row.get("pp_size", 1) if pd.notna(row.get("pp_size", 1)) else 1, "pp_size")
+    layout = layout_from_row(row, model) if model.moe is not None else None  # tp, attention dp, ep
     sw = ServeWorkload(model, precision, _int(row["tp_size"], "tp_size"), _int(row["isl"], "isl"),
-                       _int(row["osl"], "osl"), _int(row["batch_size"], "batch_size"), pp)
+                       _int(row["osl"], "osl"), _int(row["batch_size"], "batch_size"), pp, layout)
     return sw, gpu.key
 
 

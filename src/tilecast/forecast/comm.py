@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -89,14 +89,24 @@ def floor_ms(op: str, p: np.ndarray, floors: dict[str, tuple[float, float]] = FL
     return np.where(p > 1, base + per_gpu * p, 0.0)
 
 
+class AllReduceKernel(Protocol):
+    """A serving engine's own all-reduce kernel (``tilecast.serving.engine_allreduce``): its time per message,
+    NaN where the engine hands the message to NCCL."""
+
+    def time_ms(self, nbytes: np.ndarray, gpu: GpuSpec, n_gpus: np.ndarray) -> np.ndarray: ...
+
+
 @dataclass(frozen=True)
 class CommModel:
-    """How collectives are timed: link efficiency, all-reduce algorithm (a key of ALLREDUCE_FACTORS) and
-    whether NCCL's latency floor (:data:`FLOORS_MS`) is paid (off by default: see the module docstring)."""
+    """How collectives are timed: link efficiency, all-reduce algorithm (a key of ALLREDUCE_FACTORS),
+    whether NCCL's latency floor (:data:`FLOORS_MS`) is paid (off by default: see the module docstring) and
+    the engine's own all-reduce kernel, if any (``allreduce_kernel``: all-reduces it takes are timed by it, the
+    others by NCCL as above)."""
 
     efficiency: float = 0.72
     allreduce: str = "ring"
     floors: bool = False
+    allreduce_kernel: AllReduceKernel | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.efficiency <= 1.0:
@@ -114,7 +124,14 @@ class CommModel:
         nbytes = np.asarray(nbytes, dtype=float)
         p = np.maximum(np.broadcast_to(np.asarray(n_gpus, dtype=float), nbytes.shape), 1.0)
         ms = ALLREDUCE_FACTORS[self.allreduce](p) * nbytes / self.link_bytes_per_ms(gpu)
-        return ms + floor_ms("all_reduce", p) if self.floors else ms
+        return self._engine_allreduce(ms + floor_ms("all_reduce", p) if self.floors else ms, nbytes, gpu, p)
+
+    def _engine_allreduce(self, nccl_ms: np.ndarray, nbytes: np.ndarray, gpu: GpuSpec, p: np.ndarray) -> np.ndarray:
+        """``nccl_ms`` where no engine kernel is set or it hands the message to NCCL, else the kernel's time."""
+        if self.allreduce_kernel is None:
+            return nccl_ms
+        own = np.asarray(self.allreduce_kernel.time_ms(nbytes, gpu, p), dtype=float)
+        return np.where(np.isnan(own) | (p <= 1), nccl_ms, own)
 
     def collective_ms(self, op: str, nbytes: np.ndarray, gpu: GpuSpec, n_gpus: np.ndarray) -> np.ndarray:
         """Time of NCCL collectives ``op`` (a key of :data:`COLLECTIVE_FACTORS`) of ``nbytes`` over ``n_gpus``."""
@@ -123,7 +140,8 @@ class CommModel:
         nbytes = np.asarray(nbytes, dtype=float)
         p = np.maximum(np.broadcast_to(np.asarray(n_gpus, dtype=float), nbytes.shape), 1.0)
         ms = COLLECTIVE_FACTORS[op](p) * nbytes / self.link_bytes_per_ms(gpu)
-        return ms + floor_ms(op, p) if self.floors else ms
+        ms = ms + floor_ms(op, p) if self.floors else ms
+        return self._engine_allreduce(ms, nbytes, gpu, p) if op == "all_reduce" else ms
 
     def sendrecv_ms(self, nbytes: np.ndarray, gpu: GpuSpec) -> np.ndarray:
         """Time of point-to-point transfers of ``nbytes`` each."""

@@ -5,7 +5,9 @@ The input is converted to kernel rows (:mod:`tilecast.tiles.sources`); each row'
 dtype that GPU has no peak for, or whose op no predictor covers gets an ``error`` and an empty
 ``pred_ms``; every other row is answered. NCCL collectives are timed by the communication model
 over the GPU's link (:mod:`tilecast.forecast.comm`), expert-parallel all-to-all rows (``a2a_dispatch`` /
-``a2a_combine``) and DeepEP tables by :mod:`tilecast.forecast.a2a`.
+``a2a_combine``) and DeepEP tables by :mod:`tilecast.forecast.a2a`. Rows that name the serving engine that
+ran them (AIConfigurator's engine tables) are forecast as that engine runs them
+(:mod:`tilecast.serving.engine_rows`).
 """
 
 from __future__ import annotations
@@ -108,18 +110,24 @@ def _routing_errors(rows: pd.DataFrame, families: pd.Series) -> pd.Series:
 
 
 def forecast_kernels(frame: pd.DataFrame, predict: FamilyPredictor, gpu: GpuSpec | None = None,
-                     comm: CommModel = DEFAULT_COMM) -> KernelForecast:
-    """``frame`` (any shipped schema) plus ``pred_ms`` and ``error``: one vectorised call per family and GPU."""
+                     comm: CommModel = DEFAULT_COMM, by_engine: bool = True) -> KernelForecast:
+    """``frame`` (any shipped schema) plus ``pred_ms`` and ``error``: one vectorised call per family and GPU.
+    With ``by_engine`` (the default) rows that name a serving engine are forecast as it runs them."""
     schema = source_schema(frame)
     if schema in DEEPEP_SCHEMAS:
         from tilecast.forecast.a2a import forecast_deepep
 
         return KernelForecast(forecast_deepep(frame, schema, gpu))
+    if by_engine:
+        from tilecast.serving.engine_rows import forecast_engine_kernels, names_engines
+
+        if names_engines(frame):
+            return forecast_engine_kernels(frame, predict, gpu, comm)
     rows = kernel_rows(frame)
     if "OPName" not in rows:
         raise ValueError("kernel rows need an 'OPName' column (the data's schema)")
     names, specs, gpu_errors = _row_gpus(rows, gpu)
-    error = names.map(gpu_errors).fillna("").astype(object)
+    error = names.map(gpu_errors).astype(object).fillna("")
     dtype_errors, dtypes = _dtype_errors(rows, names, specs)
     rows = rows.assign(dtype=dtypes)
     error = error.where(error != "", dtype_errors)

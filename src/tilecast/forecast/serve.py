@@ -26,6 +26,12 @@ into decode iterations), scheduler and sampling overheads on the host, CUDA-grap
 Memory per GPU: weights / tp, the KV cache ``2 x layers x KV heads x head dim x bytes`` per token
 (GQA-aware; KV heads replicated when fewer than the ranks) for ``concurrency x (isl + osl)`` tokens, and
 the prefill's activation workspace; :func:`max_concurrency` is the largest batch whose cache fits.
+
+Mixture-of-experts models (family ``moe``) run on a :class:`~tilecast.specs.layout.Layout` (``tp``, attention
+``dp``, ``ep``; ``ServeWorkload.layout``, default ``tp`` alone): the graphs are one GPU's share of it, the weights
+one GPU's (its ``1 / ep`` of the experts, ``1 / moe_tp`` of each), the cache what each request keeps on one GPU
+(:mod:`tilecast.graph.kv_cache`: MLA's latent, windows bounding sliding layers, linear-attention states), and
+throughput per GPU is over the layout's ``tp x dp`` GPUs.
 """
 
 from __future__ import annotations
@@ -41,13 +47,19 @@ from tilecast.forecast.kernels import FamilyPredictor
 from tilecast.forecast.ops import op_latency_ms
 from tilecast.forecast.summary import summarise
 from tilecast.forecast.workload import check_gpu_dtype, graph_frame
+from tilecast.graph import kv_cache
+from tilecast.graph.layout_graph import LAYOUT_FAMILIES
 from tilecast.graph.memory import memory_footprint
 from tilecast.graph.parallel import build_parallel_graph
-from tilecast.specs import GpuSpec, ModelSpec, WorkloadError, get_gpu, get_model
+from tilecast.specs import GpuSpec, ModelSpec, Workload, WorkloadError, get_gpu, get_model
+from tilecast.specs.layout import Layout
+from tilecast.specs.model import check_checkpoint_dtype
 from tilecast.tiles.dtypes import DTYPE_BYTES, compute_dtype
 
 #: dtypes a serve workload runs in
 SERVE_DTYPES = ("bf16", "fp16", "fp8", "fp4")
+#: model families a serve workload runs
+SERVE_FAMILIES = ("llama", "moe")
 GIB = float(2**30)
 #: the share of a GPU's memory a serving engine takes (vLLM's ``gpu_memory_utilization`` default) and what it
 #: leaves aside besides (CUDA context, NCCL buffers, allocator slack)
@@ -60,16 +72,23 @@ class ServeWorkload:
     """A serving configuration, validated on construction (errors name the value)."""
 
     model: ModelSpec
-    dtype: str = "bf16"
+    dtype: str | None = None  # None: the model's (a quantised variant's dtype, else bf16)
     tp: int = 1
     isl: int = 1024
     osl: int = 1024
     concurrency: int = 1
     pp: int = 1
+    layout: Layout | None = None  # a mixture-of-experts model's (tp, attention dp, ep); None: tp alone
 
     def __post_init__(self) -> None:
         if isinstance(self.model, str):
             object.__setattr__(self, "model", get_model(self.model))
+        if self.dtype is None:
+            object.__setattr__(self, "dtype", self.model.default_dtype)
+        if self.layout is not None:
+            if self.tp not in (1, self.layout.tp):
+                raise WorkloadError(f"tp={self.tp} disagrees with layout {self.layout.tag}")
+            object.__setattr__(self, "tp", self.layout.tp)
         if self.dtype not in SERVE_DTYPES:
             raise WorkloadError(f"serve dtype must be one of {', '.join(SERVE_DTYPES)}, got {self.dtype!r}")
         for name in ("tp", "isl", "osl", "concurrency", "pp"):
@@ -79,12 +98,21 @@ class ServeWorkload:
         if self.pp != 1:
             raise WorkloadError(f"pp={self.pp}: pipeline-parallel serving is not modelled; use tp")
         spec = self.model
-        if spec.family != "llama":
-            raise WorkloadError(f"{spec.key}: serving is modelled for llama-style decoders (family llama), "
-                                f"not {spec.family!r}")
+        if spec.family not in SERVE_FAMILIES:
+            raise WorkloadError(f"{spec.key}: serving is modelled for decoders of the families "
+                                f"{', '.join(SERVE_FAMILIES)}, not {spec.family!r}")
+        check_checkpoint_dtype(spec, self.dtype)
         if spec.max_positions and self.isl + self.osl > spec.max_positions:
             raise WorkloadError(f"isl + osl = {self.isl + self.osl} exceeds {spec.key}'s {spec.max_positions} "
                                 "positions")
+        if spec.family in LAYOUT_FAMILIES:
+            object.__setattr__(self, "layout", (self.layout or Layout(self.tp)).check(spec))
+            return
+        if self.layout is not None:
+            if self.layout != Layout(self.tp):
+                raise WorkloadError(f"{spec.key}: layout {self.layout.tag}: a dense model serves tensor parallel "
+                                    "only (tp<n>)")
+            object.__setattr__(self, "layout", None)
         if spec.num_heads % self.tp:
             raise WorkloadError(f"tp={self.tp} does not divide {spec.key}'s {spec.num_heads} attention heads")
         if spec.num_kv_heads % self.tp and self.tp % spec.num_kv_heads:
@@ -92,8 +120,16 @@ class ServeWorkload:
                                 f"{spec.num_kv_heads} KV heads")
 
     @property
-    def parallel(self) -> str | None:
+    def parallel(self) -> str | Layout | None:
+        """What the graph builder splits by: the layout (mixture-of-experts models), else ``tp<n>``."""
+        if self.layout is not None:
+            return self.layout
         return f"tp{self.tp}" if self.tp > 1 else None
+
+    @property
+    def n_gpus(self) -> int:
+        """GPUs of one serving instance (``tp x dp``)."""
+        return self.layout.gpus if self.layout is not None else self.tp
 
     @property
     def kv_heads_per_gpu(self) -> int:
@@ -142,6 +178,8 @@ class ServeForecast:
     memory: ServeMemory
     max_concurrency: int
     breakdown_ms: dict[str, float] = field(default_factory=dict)
+    n_gpus: int = 0  # GPUs of the instance (0: tp)
+    layout: str | None = None  # the layout's tag (mixture-of-experts models)
 
     @property
     def request_latency_ms(self) -> float:
@@ -153,11 +191,13 @@ class ServeForecast:
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
-        return float(tokens_per_s_per_gpu(self.ttft_ms, self.tpot_ms, self.concurrency, self.osl, self.tp))
+        return float(tokens_per_s_per_gpu(self.ttft_ms, self.tpot_ms, self.concurrency, self.osl,
+                                          self.n_gpus or self.tp))
 
     def to_dict(self) -> dict[str, Any]:
         mem = self.memory
         return {"mode": "serve", "model": self.model, "gpu": self.gpu, "dtype": self.dtype, "tp": self.tp,
+                "n_gpus": self.n_gpus or self.tp, "layout": self.layout,
                 "isl": self.isl, "osl": self.osl, "concurrency": self.concurrency, "ttft_ms": self.ttft_ms,
                 "tpot_ms": self.tpot_ms, "request_latency_ms": self.request_latency_ms,
                 "prefill_ms": self.prefill_ms, "decode_step_ms": self.decode_step_ms,
@@ -172,7 +212,8 @@ class ServeForecast:
         mem = self.memory
         fit = "fits" if mem.fits else "DOES NOT FIT"
         return "\n".join([
-            f"{self.model} on {self.gpu} x{self.tp}: serve {self.dtype} isl={self.isl} osl={self.osl} "
+            f"{self.model} on {self.gpu} x{self.n_gpus or self.tp}"
+            + (f" ({self.layout})" if self.layout else "") + f": serve {self.dtype} isl={self.isl} osl={self.osl} "
             f"concurrency={self.concurrency}",
             f"  TTFT {self.ttft_ms:10.2f} ms   TPOT {self.tpot_ms:8.3f} ms   "
             f"request {self.request_latency_ms / 1e3:8.2f} s",
@@ -185,10 +226,14 @@ class ServeForecast:
 
 
 @lru_cache(maxsize=4096)
-def _prefill_footprint(spec: ModelSpec, dtype: str, isl: int) -> tuple[float, float]:
+def _prefill_footprint(spec: ModelSpec, dtype: str, isl: int, layout: Layout | None = None) -> tuple[float, float]:
     """(parameter bytes, transient bytes) of a one-request prefill over ``isl`` tokens (keyed by the spec
-    itself, so a what-if model is never answered with its catalog model's footprint)."""
-    fp = memory_footprint(spec, 1, isl, "inference", dtype=dtype)
+    itself, so a what-if model is never answered with its catalog model's footprint); with a ``layout``, on one
+    of its GPUs."""
+    if layout is not None:
+        fp = memory_footprint(Workload(spec, 1, isl, dtype=dtype, parallel=layout), dtype=dtype)
+    else:
+        fp = memory_footprint(spec, 1, isl, "inference", dtype=dtype)
     return float(fp.params_bytes), float(fp.transient_bytes)
 
 
@@ -206,10 +251,27 @@ def capacity_bytes(gpu: GpuSpec, usable_fraction: float = SERVE_USABLE_FRACTION,
     return gpu.mem_gb * GIB * usable_fraction - reserve_gib * GIB
 
 
-def serve_memory_terms(spec: ModelSpec, dtype: str, isl: int, tp: Any, osl: Any, concurrency: Any
-                       ) -> tuple[Any, Any, Any, Any]:
+def serve_memory_terms(spec: ModelSpec, dtype: str, isl: int, tp: Any, osl: Any, concurrency: Any,
+                       layout: Layout | None = None) -> tuple[Any, Any, Any, Any]:
     """(weights, KV cache, workspace, KV bytes per token) per GPU; ``tp``, ``osl``, ``concurrency`` may be
-    arrays (one formula for one workload and for a scored grid)."""
+    arrays (one formula for one workload and for a scored grid). A mixture-of-experts model runs on ``layout``
+    (default ``tp`` alone; ``tp`` then a scalar): weights and workspace of one of its GPUs, KV bytes per token
+    from :func:`tilecast.graph.kv_cache.kv_bytes_per_token` (windows, latents and states over the request)."""
+    if spec.family in LAYOUT_FAMILIES and layout is None and np.ndim(tp):  # a grid: one layout per distinct tp
+        tp_b, osl_b, conc_b = np.broadcast_arrays(np.asarray(tp), np.asarray(osl), np.asarray(concurrency))
+        out = [np.empty(tp_b.shape) for _ in range(4)]
+        for value in np.unique(tp_b):
+            at = tp_b == value
+            for slot, term in zip(out, serve_memory_terms(spec, dtype, isl, int(value), osl_b[at], conc_b[at]),
+                                  strict=True):
+                slot[at] = term
+        return tuple(out)
+    if spec.family in LAYOUT_FAMILIES:
+        layout = layout or Layout(int(tp))
+        params, transient = _prefill_footprint(spec, dtype, int(isl), layout)
+        tokens = isl + np.asarray(osl)
+        per_token = kv_cache.kv_bytes_per_token(spec, dtype, layout, tokens)
+        return params, per_token * np.asarray(concurrency) * tokens, transient, per_token
     params, transient = _prefill_footprint(spec, dtype, int(isl))
     tp = np.asarray(tp, dtype=float)
     per_token = kv_bytes_per_token(spec, dtype, tp.astype(np.int64))
@@ -228,7 +290,7 @@ def serve_memory(sw: ServeWorkload, gpu: GpuSpec, usable_fraction: float = SERVE
                    reserve_gib: float = SERVE_RESERVE_GIB) \
         -> ServeMemory:
     """Per-GPU memory of a serve workload against :func:`capacity_bytes`."""
-    terms = serve_memory_terms(sw.model, sw.dtype, sw.isl, sw.tp, sw.osl, sw.concurrency)
+    terms = serve_memory_terms(sw.model, sw.dtype, sw.isl, sw.tp, sw.osl, sw.concurrency, sw.layout)
     return ServeMemory(*(float(t) for t in terms), capacity_bytes(gpu, usable_fraction, reserve_gib))
 
 
@@ -283,4 +345,4 @@ def forecast_serve(sw: ServeWorkload, gpu: GpuSpec | str, predict: FamilyPredict
     memory = serve_memory(sw, gpu, usable_fraction, reserve_gib)
     return ServeForecast(sw.model.key, gpu.key, sw.dtype, sw.tp, sw.isl, sw.osl, sw.concurrency, prefill_ms,
                          decode_ms, float(ttft), float(tpot), memory, memory.max_concurrency(sw.isl + sw.osl),
-                         breakdown)
+                         breakdown, sw.n_gpus, sw.layout.tag if sw.layout is not None else None)

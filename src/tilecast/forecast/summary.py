@@ -15,9 +15,10 @@ from tilecast.forecast.ops import COMM_KINDS, lookup, op_family
 from tilecast.forecast.schedule import PHASES, SECTIONS, PhaseTotals, schedule
 from tilecast.graph.parallel import parse_parallel
 
-#: op groups of the breakdown: the kernel families, data movement, communication, the rest
+#: op groups of the breakdown: the kernel families, data movement, communication (expert-parallel all-to-all
+#: included), the rest
 GROUPS = ("bmm", "linear", "elementwise", "softmax", "layernorm", "tc_gemm", "attn_prefill", "attn_decode",
-          "vec_half", "mem", "comm", "other")
+          "vec_half", "moe", "mla_prefill", "mla_decode", "mem", "comm", "other")
 SUMMARY_KEYS = ("e2e_ms", "fw_ms", "bw_ms", "acc_ms", *(f"ms_{g}" for g in GROUPS))
 _PHASE = {p: i for i, p in enumerate(PHASES)}
 _SECTION = {s: i for i, s in enumerate(SECTIONS)}
@@ -31,7 +32,7 @@ def op_groups(op_frame: pd.DataFrame) -> np.ndarray:
     kind = op_frame["kind"].to_numpy(dtype=object)
     out = np.where(pd.notna(fam), fam, "other").astype(object)
     out[kind == "mem"] = "mem"
-    out[np.isin(kind, COMM_KINDS)] = "comm"
+    out[np.isin(kind, COMM_KINDS) | (kind == "a2a")] = "comm"
     return out
 
 

@@ -13,8 +13,9 @@ from tilecast.forecast.comm import DEFAULT_COMM, CommModel
 from tilecast.forecast.kernels import FamilyPredictor
 from tilecast.forecast.ops import op_latency_ms
 from tilecast.forecast.summary import GROUPS, op_groups, summarise
+from tilecast.graph.layout_graph import LAYOUT_FAMILIES
 from tilecast.graph.ops import OpGraph
-from tilecast.graph.parallel import build_parallel_graph, parse_parallel
+from tilecast.graph.parallel import as_layout, build_parallel_graph, parse_parallel
 from tilecast.specs import GpuSpec, ModelSpec, get_gpu, get_model
 from tilecast.tiles.dtypes import check_workload_dtype, op_dtype
 
@@ -118,18 +119,24 @@ def forecast(model: ModelSpec | str, gpu: GpuSpec | str, batch: int, seq_len: in
     """Forecast one training step or inference pass of ``model`` on ``gpu`` at ``dtype``.
 
     ``predict`` forecasts kernel rows per family (default: the roofline); ``parallel`` is ``dp<p>``,
-    ``tp<p>`` or ``pp<p>[_<micro-batches>]`` with ``batch`` the global batch. Unknown names raise
+    ``tp<p>`` or ``pp<p>[_<micro-batches>]`` with ``batch`` the global batch (a mixture-of-experts model: a
+    layout, :func:`tilecast.graph.parallel.as_layout`). Unknown names raise
     :class:`~tilecast.specs.UnknownSpecError` listing the known ones; a workload that cannot be built
     raises :class:`~tilecast.specs.WorkloadError` naming the value; a dtype the GPU has no peak for
     raises the spec's :class:`~tilecast.specs.UnsupportedDtypeError` naming both.
     """
     spec = get_model(model) if isinstance(model, str) else model
     gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
-    par = parse_parallel(parallel)
+    if spec.family in LAYOUT_FAMILIES:  # a mixture-of-experts model: any layout tag (tp4, tp1dp8ep8, dp8)
+        par = as_layout(parallel)
+        tag = par.tag if par.gpus > 1 else None
+    else:
+        par = parse_parallel(parallel)
+        tag = par.tag if par else None
     check_gpu_dtype(gpu, dtype)
     frame = workload_frame(spec, batch, seq_len, mode, par, fused, dtype)
     summary, ops = forecast_frame(frame, gpu, predict, comm)
-    return Forecast(spec.key, gpu.key, int(batch), int(seq_len), mode, par.tag if par else None, bool(fused),
+    return Forecast(spec.key, gpu.key, int(batch), int(seq_len), mode, tag, bool(fused),
                     dtype, summary["e2e_ms"], summary["fw_ms"], summary["bw_ms"], summary["acc_ms"],
                     {g: summary[f"ms_{g}"] for g in GROUPS}, ops)
 

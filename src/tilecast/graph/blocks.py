@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from tilecast.graph.tape import Tape, Tensor
 from tilecast.specs import ModelSpec
+from tilecast.specs.layout import Layout
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Ctx:
     fused_attention: bool = False
     cached: int = 0  # tokens per sequence already in the KV cache (decode: attention reads cached + seq)
     engine: bool = False  # record a serving engine's kernels (vLLM / TRT-LLM), where the family has them
+    layout: Layout | None = None  # how the model is spread over GPUs (family moe records one GPU's share)
 
     @property
     def tokens(self) -> int:

@@ -20,6 +20,7 @@ from tilecast.graph.lower import lower
 from tilecast.graph.ops import Op, OpGraph, merge_ops, ops_of_tally, tally_ops, with_dtype
 from tilecast.graph.tape import Tape
 from tilecast.specs import ModelSpec, Workload, WorkloadError
+from tilecast.specs.layout import Layout
 from tilecast.tiles.dtypes import HALF_DTYPES, op_dtype
 
 #: families whose blocks record identical kernels whatever their index (switch alternates sparse and
@@ -27,6 +28,8 @@ from tilecast.tiles.dtypes import HALF_DTYPES, op_dtype
 REPEATING_FAMILIES = frozenset({"gpt2", "opt", "bert", "llama", "mpt"})
 #: block counts recorded to scale from (first + last; first + middle + last)
 SHORT_BLOCKS = (2, 3)
+#: families recorded only with fused kernels (half precision): their serving-engine kernels are all there is
+FUSED_ONLY_FAMILIES = frozenset({"moe"})
 
 
 def as_workload(model: ModelSpec | str | Workload, batch: int | None = None, seq_len: int | None = None,
@@ -49,17 +52,26 @@ def record(workload: Workload) -> Tape:
     if spec.family not in BUILDERS:
         raise WorkloadError(f"{spec.key}: no graph builder for family {spec.family!r}; "
                             f"known: {', '.join(BUILDERS)}")
+    if spec.family in FUSED_ONLY_FAMILIES and not fused_attention(workload):
+        raise WorkloadError(f"{spec.key}: mixture-of-experts decoders are modelled as engines and training "
+                            f"frameworks run them, in {' / '.join(sorted(HALF_DTYPES - {'amp_bf16'}))} or amp_bf16 "
+                            f"(fused kernels), not dtype={workload.dtype}")
     tape = Tape()
     BUILDERS[spec.family](Ctx(tape, spec, workload.batch, workload.seq_len, workload.training,
-                              fused_attention(workload), workload.kv_len, workload.serving))
+                              fused_attention(workload), workload.kv_len, workload.serving, layout_of(workload)))
     return tape
+
+
+def layout_of(workload: Workload) -> Layout | None:
+    """The layout a workload carries in ``parallel`` (a mixture-of-experts model's), else None."""
+    return workload.parallel if isinstance(workload.parallel, Layout) else None
 
 
 @functools.lru_cache(maxsize=8)  # a workload's graphs are built together (scoring groups them)
 def _recorded(spec: ModelSpec, config: str, batch: int, seq_len: int, training: bool, attention: bool,
-              kv_len: int, serving: bool) -> Tape:
+              kv_len: int, serving: bool, layout: Layout | None = None) -> Tape:
     return record(Workload(spec, batch, seq_len, "training" if training else "inference",
-                           dtype="bf16" if attention else "fp32", kv_len=kv_len, serving=serving))
+                           dtype="bf16" if attention else "fp32", kv_len=kv_len, serving=serving, parallel=layout))
 
 
 def recorded(workload: Workload) -> Tape:
@@ -67,7 +79,7 @@ def recorded(workload: Workload) -> Tape:
     tape (recent ones are kept per process). Read-only: passes that change a tape copy it."""
     spec = workload.model
     return _recorded(spec, repr(sorted(spec.config.items())), workload.batch, workload.seq_len, workload.training,
-                     fused_attention(workload), workload.kv_len, workload.serving)
+                     fused_attention(workload), workload.kv_len, workload.serving, layout_of(workload))
 
 
 def num_blocks(spec: ModelSpec) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tilecast.graph.fusion import fused_forward_ops
-from tilecast.graph.ops import BYTES_PER_ELEMENT, Op, attn, gemm, mem, vec
+from tilecast.graph.ops import ATTR_KINDS, BYTES_PER_ELEMENT, Op, attn, attr_op, comm_op, gemm, mem, vec
 from tilecast.graph.tape import Node, Tape
 from tilecast.graph.training import accumulation_ops, backward_ops
 from tilecast.tiles.ops import ops_per_output
@@ -25,7 +25,11 @@ def forward_op(node: Node) -> Op:
     if node.kind in ("linear", "bmm", "conv"):
         return gemm("fw", node.kind, node.dims, **kw)
     if node.kind == "attn":
-        return attn("fw", node.op, node.dims, **kw)
+        return attn("fw", node.op, node.dims, attrs=node.attrs, **kw)
+    if node.kind in ATTR_KINDS:
+        return attr_op("fw", node.kind, node.op, node.dims, node.attrs, **kw)
+    if node.kind in ("allreduce", "sendrecv"):
+        return comm_op("fw", node.kind, node.dims[0], node.section, node.name, attrs=node.attrs)
     if node.kind == "vec":
         b, h = node.dims
         mpo = BYTES_PER_ELEMENT * (sum(node.in_numels) + node.out_numel) / node.out_numel

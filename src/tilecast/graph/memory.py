@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 
 from tilecast.graph.build import SHORT_BLOCKS, as_workload, recorded, scalable, with_blocks
 from tilecast.graph.tape import EXTERNAL, Node, Tape
+from tilecast.graph.work import expert_weight_bytes
 from tilecast.specs import ModelSpec, Workload
 from tilecast.tiles.dtypes import DTYPE_BYTES, QUANTISED_DTYPES, check_workload_dtype, compute_dtype
 
@@ -45,9 +46,21 @@ ADAM_STATE_BYTES = 8  # exp_avg + exp_avg_sq, fp32
 MASTER_COPY_BYTES = 4  # fp32 weights kept by mixed-precision training
 
 #: grad rules whose backward reads their tensor inputs / their own output
-_SAVES_INPUTS = frozenset({"linear", "bmm", "conv", "powu", "ln", "rmsnorm", "gelu", "relu", "silu", "sigmoid"})
+_SAVES_INPUTS = frozenset({"linear", "bmm", "conv", "powu", "ln", "rmsnorm", "gelu", "relu", "silu", "sigmoid",
+                           "rope", "conv1d"})
 _SAVES_OUTPUT = frozenset({"softmax", "tanh"})
 _PRODUCTS = frozenset({"mul", "div", "pow"})  # an operand is kept when another operand needs a gradient
+#: grad rules of fused kernels whose backward reads their inputs and output
+_FUSED_KERNELS = frozenset({"attn", "mla_prefill", "moe", "gdn_prefill"})
+
+
+def moe_inner_elements(node: Node) -> int:
+    """Elements a fused MoE layer keeps for its backward besides its input and output: the gate / up
+    projections' output of every routed token-expert pair on this GPU."""
+    a = dict(node.attrs)
+    tokens, _, inter = node.dims[1], node.dims[2], node.dims[3]
+    pairs = tokens * a["topk"] // a["moe_ep"]
+    return pairs * (2 if a.get("gated", True) else 1) * inter // a["moe_tp"]
 
 
 @dataclass(frozen=True)
@@ -82,11 +95,13 @@ def _saved_tensors(tape: Tape) -> dict[int, int]:
         saved[node_id] = max(saved.get(node_id, 0), numel)
 
     for node in tape.nodes:
-        if node.grad == "attn":  # FlashAttention's backward reads q, k, v and the output (+ row stats)
+        if node.grad in _FUSED_KERNELS:  # FlashAttention / fused MoE / GDN: inputs and output (+ row stats)
             keep(node.id, node.out_numel)
             for t in node.inputs:
                 if t.node != EXTERNAL:
                     keep(t.node, t.numel)
+            if node.kind == "moe":  # the grouped GEMMs' inner activations: gate-up output of every routed pair
+                keep(-2 - node.id, moe_inner_elements(node))
         elif node.grad in _SAVES_OUTPUT:
             keep(node.id, node.out_numel)
         elif node.grad in _SAVES_INPUTS:
@@ -174,13 +189,19 @@ def footprint_of(tape: Tape, training: bool, dtype: str = "fp32", optimizer: str
 
 def _params_bytes(tape: Tape, dtype: str) -> int:
     """Bytes of the parameters at ``dtype``: fp8 / fp4 keep the linear layers' weights in that dtype (fp4 with
-    its block scales) and the rest (embeddings, norms, biases) in bf16; ``amp_bf16`` keeps fp32 weights."""
+    its block scales) and the rest (embeddings, norms, biases) in bf16; ``amp_bf16`` keeps fp32 weights. Routed
+    experts are held in :func:`~tilecast.graph.work.expert_format` (gpt-oss's mxfp4 experts stay mxfp4 in a bf16
+    workload; DeepSeek's fp8 experts carry their 128 x 128 block scales)."""
     if dtype == "amp_bf16":
         return tape.num_params * DTYPE_BYTES["fp32"]
+    experts = [(n.params[0], dict(n.attrs).get("ckpt", "")) for n in tape.nodes if n.kind == "moe" and n.params]
+    expert_elements = sum(e for e, _ in experts)
+    expert_bytes = sum(e * expert_weight_bytes(dtype, ckpt) for e, ckpt in experts)
     if dtype not in QUANTISED_DTYPES:
-        return tape.num_params * DTYPE_BYTES[dtype]
+        return int(round((tape.num_params - expert_elements) * DTYPE_BYTES[dtype] + expert_bytes))
     linear_weights = sum(n.params[0] for n in tape.nodes if n.kind == "linear" and n.params)
-    return linear_weights * DTYPE_BYTES[dtype] + (tape.num_params - linear_weights) * DTYPE_BYTES["bf16"]
+    rest = tape.num_params - linear_weights - expert_elements
+    return int(round(linear_weights * DTYPE_BYTES[dtype] + expert_bytes + rest * DTYPE_BYTES["bf16"]))
 
 
 _FIELDS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "transient_bytes")

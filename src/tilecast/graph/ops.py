@@ -8,10 +8,19 @@ Dims follow the data's kernel tables so an op row maps 1:1 to a kernel-predictor
 - ``vec``: ``op`` over ``b`` rows of ``h`` elements (``softmax``/``ln`` normalise rows of length ``h``)
 - ``attn``: fused attention (``attn_prefill`` / ``attn_decode``) of ``b`` sequences, ``m`` query tokens
   over ``n`` key/value tokens, head dim ``k``, ``h`` query heads and ``hkv`` KV heads
-- ``mem`` / ``allreduce`` / ``sendrecv``: ``h`` elements moved
+- ``mem`` / ``allreduce`` / ``sendrecv``: ``h`` elements moved (a communication op's ``group`` attribute: the
+  GPUs it spans, where not every GPU of the graph)
+- ``moe``: a fused mixture-of-experts layer over ``m`` tokens, ``n`` hidden and ``k`` expert features (before
+  the moe_tp split); ``mla`` (``mla_prefill`` / ``mla_decode``): latent attention of ``b`` sequences, ``m`` new
+  tokens over ``n``, ``h`` heads on this GPU, ``k`` query/key features per head; ``a2a`` (``a2a_dispatch`` /
+  ``a2a_combine``): expert-parallel all-to-all of ``m`` tokens of ``n`` features; ``gdn`` (``gdn_prefill`` /
+  ``gdn_decode``): Gated DeltaNet of ``b`` sequences of ``m`` tokens, ``h`` value heads, ``hkv`` key heads,
+  ``k`` key features. Their other dims are ``attrs`` (:data:`ATTR_KINDS`; work in :mod:`tilecast.graph.work`)
 
 ``dtype`` sets the bytes per element (:data:`tilecast.tiles.dtypes.DTYPE_BYTES`; fp32 as the NeuSight
-data were measured); a vector op's ``mem_per_o`` is already in its dtype's bytes.
+data were measured); a vector op's ``mem_per_o`` is already in its dtype's bytes. ``attrs`` holds
+family-specific dims as sorted ``(name, value)`` pairs: part of the op's key, spread into kernel-row columns
+(:func:`encode_attrs` is their text in an op frame's ``attrs`` column; empty for the classic kinds).
 """
 
 from __future__ import annotations
@@ -22,16 +31,41 @@ from typing import Any
 
 import pandas as pd
 
+from tilecast.graph import work
 from tilecast.tiles.attention import attention_bytes, attention_flops
 from tilecast.tiles.dtypes import DTYPE_BYTES
 
 BYTES_PER_ELEMENT = 4  # fp32, the element size graphs are lowered in before a dtype is applied
 PHASES = ("fw", "bw", "acc")
-KINDS = ("linear", "bmm", "conv", "vec", "attn", "mem", "allreduce", "sendrecv")
+#: kinds whose dims go beyond (b, m, n, k, h, hkv): the rest are in ``attrs``
+ATTR_KINDS = ("moe", "mla", "a2a", "gdn")
+KINDS = ("linear", "bmm", "conv", "vec", "attn", "mem", "allreduce", "sendrecv", *ATTR_KINDS)
 GEMM_KINDS = frozenset({"linear", "bmm", "conv"})
 SECTIONS = ("prologue", "layer", "epilogue")
-COLUMNS = ["phase", "kind", "op", "dtype", "b", "m", "n", "k", "h", "hkv", "count", "flops", "bytes",
+COLUMNS = ["phase", "kind", "op", "dtype", "b", "m", "n", "k", "h", "hkv", "attrs", "count", "flops", "bytes",
            "total_flops", "total_bytes", "mem_per_o", "ops_per_o", "section", "name"]
+#: ``(name, value)`` pairs, sorted by name: an op's family-specific dims
+Attrs = tuple[tuple[str, Any], ...]
+
+
+def make_attrs(**values: Any) -> Attrs:
+    """Attributes as an op keeps them: sorted ``(name, value)`` pairs (ints, bools, strings)."""
+    return tuple(sorted(values.items()))
+
+
+def encode_attrs(attrs: Attrs) -> str:
+    """``attrs`` as one string (``experts=256;gated=true;topk=8``): the op frame's ``attrs`` column."""
+    return ";".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in attrs)
+
+
+def decode_attrs(text: str) -> dict[str, Any]:
+    """The attributes of an ``attrs`` string (integers, booleans and strings come back as such)."""
+    out: dict[str, Any] = {}
+    for part in filter(None, str(text).split(";")):
+        key, _, value = part.partition("=")
+        out[key] = (value == "true" if value in ("true", "false")
+                    else int(value) if value.lstrip("-").isdigit() else value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -53,6 +87,7 @@ class Op:
     ops_per_o: float = 0.0  # vec: flops per output element
     dtype: str = "fp32"
     hkv: int = 0  # attn: key/value heads
+    attrs: Attrs = ()  # family-specific dims (sorted name / value pairs), see the module docstring
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
@@ -70,7 +105,11 @@ class Op:
     def key(self) -> tuple:
         """Identity for merging: everything but ``count`` and ``name``."""
         return (self.phase, self.kind, self.op, self.b, self.m, self.n, self.k, self.h, self.section,
-                round(self.mem_per_o, 9), round(self.ops_per_o, 9), self.dtype, self.hkv)
+                round(self.mem_per_o, 9), round(self.ops_per_o, 9), self.dtype, self.hkv, self.attrs)
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        """The value of attribute ``name`` (``default`` where the op has none)."""
+        return next((v for k, v in self.attrs if k == name), default)
 
     @property
     def dims(self) -> tuple[int, ...]:
@@ -79,7 +118,7 @@ class Op:
             return (self.m, self.n, self.k)
         if self.kind in ("bmm", "conv"):
             return (self.b, self.m, self.n, self.k)
-        if self.kind == "attn":
+        if self.kind in ("attn", *ATTR_KINDS):
             return (self.b, self.m, self.n, self.k, self.h, self.hkv)
         if self.kind == "vec":
             return (self.b, self.h)
@@ -93,7 +132,9 @@ class Op:
         if self.kind == "vec":
             return self.ops_per_o * self.b * self.h
         if self.kind == "attn":
-            return float(attention_flops(self.b, self.m, self.n, self.k, self.h))
+            return float(attention_flops(self.b, self.m, self.n, self.k, self.h, self.attr("window", 0)))
+        if self.kind in ATTR_KINDS:
+            return work.attr_flops_bytes(self.kind, self.op, self.dtype, self.dims, self.attrs)[0]
         return 0.0
 
     @property
@@ -105,8 +146,13 @@ class Op:
         if self.kind == "vec":
             return self.mem_per_o * self.b * self.h
         if self.kind == "attn":
-            return float(attention_bytes(self.b, self.m, self.n, self.k, self.h, self.hkv, size, size))
+            return float(attention_bytes(self.b, self.m, self.n, self.k, self.h, self.hkv, size, size,
+                                         self.attr("window", 0)))
+        if self.kind in ATTR_KINDS:
+            return work.attr_flops_bytes(self.kind, self.op, self.dtype, self.dims, self.attrs)[1]
         return float(size * self.h)
+
+
 
 
 def gemm(phase: str, kind: str, dims: tuple[int, ...], **kw: Any) -> Op:
@@ -129,9 +175,22 @@ def mem(phase: str, elements: int, **kw: Any) -> Op:
 
 
 def attn(phase: str, op: str, dims: tuple[int, ...], **kw: Any) -> Op:
-    """A fused attention op; ``dims`` = (b, m, n, k, h, hkv) as in :attr:`Op.dims`."""
+    """A fused attention op; ``dims`` = (b, m, n, k, h, hkv) as in :attr:`Op.dims` (``attrs``: its ``window``)."""
     b, m, n, k, h, hkv = dims
     return Op(phase, "attn", op, b, m, n, k, h, hkv=hkv, **kw)
+
+
+def attr_op(phase: str, kind: str, op: str, dims: tuple[int, ...], attrs: Attrs, **kw: Any) -> Op:
+    """An op of :data:`ATTR_KINDS`; ``dims`` = (b, m, n, k, h, hkv) as in :attr:`Op.dims`."""
+    b, m, n, k, h, hkv = dims
+    return Op(phase, kind, op, b, m, n, k, h, hkv=hkv, attrs=attrs, **kw)
+
+
+def comm_op(phase: str, kind: str, elements: int, section: str, name: str, count: int = 1, attrs: Attrs = ()) -> Op:
+    """An ``allreduce`` / ``sendrecv`` of ``elements`` fp32 values (``attrs``: its ``group`` where it spans fewer
+    GPUs than the graph's degree)."""
+    return Op(phase, kind, kind, 1, 0, 0, 0, int(elements), count=count, section=section, name=name,
+              mem_per_o=4.0, attrs=attrs)
 
 
 def with_dtype(op: Op, dtype: str) -> Op:
@@ -227,7 +286,8 @@ class OpGraph:
     def to_frame(self) -> pd.DataFrame:
         """One row per distinct op: the columns of :data:`COLUMNS`."""
         rows = [{"phase": o.phase, "kind": o.kind, "op": o.op, "dtype": o.dtype, "b": o.b, "m": o.m, "n": o.n,
-                 "k": o.k, "h": o.h, "hkv": o.hkv, "count": o.count, "flops": o.flops, "bytes": o.bytes,
+                 "k": o.k, "h": o.h, "hkv": o.hkv, "attrs": encode_attrs(o.attrs), "count": o.count,
+                 "flops": o.flops, "bytes": o.bytes,
                  "total_flops": o.count * o.flops, "total_bytes": o.count * o.bytes,
                  "mem_per_o": o.mem_per_o, "ops_per_o": o.ops_per_o, "section": o.section, "name": o.name}
                 for o in self.ops]

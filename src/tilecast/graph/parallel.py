@@ -28,10 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tilecast.graph.build import apply_dtype, build_graph, layer_ops, num_blocks
+from tilecast.graph.layout_graph import LAYOUT_FAMILIES, build_layout_graph
 from tilecast.graph.lower import lower
-from tilecast.graph.ops import Op, OpGraph
+from tilecast.graph.ops import Op, OpGraph, comm_op
 from tilecast.graph.tape import EXTERNAL, Node, Tape, Tensor
 from tilecast.specs import ModelSpec, get_model
+from tilecast.specs.layout import Layout, parse_layout
 from tilecast.specs.workload import Workload, WorkloadError
 
 KINDS = ("dp", "tp", "pp")
@@ -115,12 +117,6 @@ def check_parallel(model: ModelSpec, batch: int, parallel: Parallel | None) -> N
         layers = model.num_layers + model.num_decoder_layers
         if p > layers:
             raise ParallelismError(f"{parallel.tag}: {p} pipeline stages but {model.key} has {layers} layers")
-
-
-def comm_op(phase: str, kind: str, elements: int, section: str, name: str, count: int = 1) -> Op:
-    """An ``allreduce`` / ``sendrecv`` of ``elements`` fp32 values."""
-    return Op(phase, kind, kind, 1, 0, 0, 0, int(elements), count=count, section=section, name=name,
-              mem_per_o=4.0)
 
 
 # ----------------------------------------------------------------------------------------------- data
@@ -274,8 +270,40 @@ def tensor_parallel_ops(tape: Tape, parallel: Parallel, spec: ModelSpec, trainin
     return [*lower(sharded, training, fused), *comm]
 
 
+def as_layout(parallel: str | Parallel | Layout | None) -> Layout:
+    """A mixture-of-experts model's layout from any spelling: a :class:`Layout`, its tag (``tp4ep4``), or a
+    scheme: ``tp<n>`` (attention and experts tensor parallel), ``dp<n>`` (data-parallel attention, experts
+    expert-parallel over the same GPUs); pipeline parallelism is refused."""
+    if isinstance(parallel, Layout):
+        return parallel
+    par = parallel if isinstance(parallel, Parallel) else None
+    if par is None and parallel is not None:
+        try:
+            par = parse_parallel(parallel)
+        except ParallelismError:
+            return parse_layout(parallel)
+    if par is None:
+        return Layout()
+    if par.kind == "pp":
+        raise ParallelismError(f"{par.tag}: pipeline parallelism of mixture-of-experts models is not modelled; "
+                               "use a layout (tp<n>[dp<n>][ep<n>])")
+    return Layout(tp=par.degree) if par.kind == "tp" else Layout(dp=par.degree, ep=par.degree)
+
+
+def _dense_parallel(parallel: str | Parallel | Layout | None) -> str | Parallel | None:
+    """A dense model's scheme from a layout: ``tp<n>`` (a dense model has no experts, and attention data
+    parallelism of a dense model is ``dp<n>``)."""
+    if not isinstance(parallel, Layout):
+        return parallel
+    if parallel.ep > 1 or (parallel.tp > 1 and parallel.dp > 1):
+        raise ParallelismError(f"layout {parallel.tag}: a dense model runs tp<n> or dp<n>, not both or experts")
+    if parallel.gpus == 1:
+        return None
+    return Parallel("tp", parallel.tp) if parallel.tp > 1 else Parallel("dp", parallel.dp)
+
+
 def build_parallel_graph(model: ModelSpec | str, batch: int, seq_len: int, mode: str = "inference",
-                         parallel: str | Parallel | None = None, fused: bool = False,
+                         parallel: str | Parallel | Layout | None = None, fused: bool = False,
                          scale_layers: bool = True, dtype: str = "fp32", kv_len: int = 0,
                          serving: bool = False) -> OpGraph:
     """The op graph one GPU runs for ``model`` at global ``batch`` under ``parallel`` (None: one GPU),
@@ -284,10 +312,15 @@ def build_parallel_graph(model: ModelSpec | str, batch: int, seq_len: int, mode:
 
     ``meta`` gains ``parallel`` (tag), ``degree`` and ``microbatches``; a scheme that cannot split
     the workload raises :class:`ParallelismError` naming the value. ``scale_layers=False`` records
-    every block (see :func:`tilecast.graph.build.layer_ops`; the graph is the same).
+    every block (see :func:`tilecast.graph.build.layer_ops`; the graph is the same). A mixture-of-experts
+    model is recorded per :class:`~tilecast.specs.layout.Layout` (:func:`as_layout`;
+    :mod:`tilecast.graph.layout_graph`).
     """
     spec = get_model(model) if isinstance(model, str) else model
-    par = parse_parallel(parallel)
+    if spec.family in LAYOUT_FAMILIES:
+        return build_layout_graph(spec, batch, seq_len, mode, as_layout(parallel), fused, scale_layers, dtype,
+                                  kv_len, serving)
+    par = parse_parallel(_dense_parallel(parallel))
     check_parallel(spec, batch, par)
     wl = Workload(spec, local_batch(batch, par), seq_len, mode, fused, dtype=dtype, kv_len=kv_len, serving=serving)
     if par is None:

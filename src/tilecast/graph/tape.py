@@ -45,6 +45,7 @@ class Node:
     layer: int = -1
     saved: bool = False  # mem nodes: a mask kept for backward (dropout), one byte per element
     alias: bool = False  # mem nodes: the output is a view of the first input (no memory of its own)
+    attrs: tuple = ()  # family-specific dims of the op (sorted name / value pairs, graph.ops.make_attrs)
 
     @property
     def in_numels(self) -> tuple[int, ...]:
@@ -54,7 +55,7 @@ class Node:
     def signature(self) -> tuple:
         """Everything its ops depend on (not its position, block or producers): blocks repeat signatures."""
         return (self.kind, self.op, self.dims, tuple([t.numel for t in self.inputs]), self.out_numel, self.grad,
-                self.params, self.section, self.name)
+                self.params, self.section, self.name, self.attrs)
 
 
 @dataclass
@@ -79,9 +80,10 @@ class Tape:
 
     def add(self, name: str, kind: str, op: str, dims: Sequence[int], inputs: Sequence[Tensor],
              out_numel: int, grad: str, params: Sequence[int] = (), saved: bool = False,
-             alias: bool = False) -> Tensor:
+             alias: bool = False, attrs: tuple = ()) -> Tensor:
         node = Node(len(self.nodes), name, kind, op, tuple(int(d) for d in dims), tuple(inputs),
-                    int(out_numel), grad, tuple(int(p) for p in params), self.section, self.layer, saved, alias)
+                    int(out_numel), grad, tuple(int(p) for p in params), self.section, self.layer, saved, alias,
+                    tuple(attrs))
         self.nodes.append(node)
         return Tensor(node.id, node.out_numel)
 
@@ -100,12 +102,28 @@ class Tape:
         return self.add(name, "vec", op, (b, h), inputs, b * h, grad or op, params)
 
     def attention(self, name: str, q: Tensor, k: Tensor, v: Tensor, b: int, q_len: int, kv_len: int, heads: int,
-                  kv_heads: int, head_dim: int) -> Tensor:
+                  kv_heads: int, head_dim: int, window: int = 0) -> Tensor:
         """Fused causal attention (FlashAttention): ``b`` sequences, ``q_len`` queries over ``kv_len`` keys,
-        GQA with ``kv_heads``; writes only its ``b x q_len x heads x head_dim`` output."""
+        GQA with ``kv_heads``; writes only its ``b x q_len x heads x head_dim`` output. ``window`` > 0: a sliding
+        window (a decode step then reads at most ``window`` keys; a prompt carries the window as an attribute)."""
         op = "attn_decode" if q_len == 1 and kv_len > 1 else "attn_prefill"
+        if window and q_len == 1:
+            kv_len, window = min(kv_len, window), 0
+        attrs = (("window", int(window)),) if window and kv_len > window else ()
         return self.add(name, "attn", op, (b, q_len, kv_len, head_dim, heads, kv_heads), [q, k, v],
-                        b * q_len * heads * head_dim, "attn")
+                        b * q_len * heads * head_dim, "attn", attrs=attrs)
+
+    def special(self, name: str, kind: str, op: str, dims: Sequence[int], inputs: Sequence[Tensor], out_numel: int,
+                attrs: tuple, params: Sequence[int] = (), grad: str | None = None) -> Tensor:
+        """An op of :data:`tilecast.graph.ops.ATTR_KINDS` (fused MoE, MLA, all-to-all, Gated DeltaNet): ``dims``
+        (b, m, n, k, h, hkv) and its ``attrs``; backward by ``grad`` (default: ``op``)."""
+        return self.add(name, kind, op, dims, inputs, out_numel, grad or op, params, attrs=attrs)
+
+    def comm(self, name: str, kind: str, x: Tensor, elements: int, group: int, grad: str = "none") -> Tensor:
+        """A collective (``allreduce``) of ``elements`` over ``group`` GPUs, in place (the result is ``x``'s
+        storage); backward by ``grad`` (``allreduce``: the conjugate one, ``none``: nothing)."""
+        return self.add(name, kind, kind, (int(elements),), [x], x.numel, grad, alias=True,
+                        attrs=(("group", int(group)),)) if elements and group > 1 else x
 
     def ln(self, name: str, x: Tensor, rows: int, h: int) -> Tensor:
         """LayerNorm over rows of ``h``; owns weight and bias."""

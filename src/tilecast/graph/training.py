@@ -22,6 +22,13 @@ copy           2 MEM of the inputs (dropout, getitem, where, contiguous, mean, .
 rsqrt          1 MEM of input and output
 attn           5 BMM(b h, m, d, n / 2): FlashAttention's backward recomputes the scores and
                runs five GEMMs over the causal half (2.5x the forward FLOPs)
+mla_prefill    the same over MLA's decompressed heads: 3 BMM of the q/k features, 2 of the v features
+rope, conv1d   the same op once (rope), twice (conv1d: input and weight gradients)
+moe            the fused MoE layer twice (the grouped GEMMs for the input and for the weight gradients)
+gdn_prefill    the chunked Gated DeltaNet twice (the chunked backward recomputes and runs the reverse scan)
+a2a_dispatch   the expert-parallel all-to-all in the other direction: a dispatch's gradient is combined,
+a2a_combine    a combine's gradient dispatched (DeepEP, normal mode)
+allreduce      one all-reduce of the same size over the same GPUs (Megatron's conjugate collective)
 =============  ==========================================================================
 """
 
@@ -29,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tilecast.graph.ops import Op, gemm, mem, vec
+from tilecast.graph.ops import Op, attr_op, comm_op, gemm, mem, vec
 from tilecast.graph.tape import Node
 from tilecast.tiles.ops import mem_per_output, ops_per_output
 
@@ -69,8 +76,22 @@ BACKWARD: dict[str, Callable[[Node], list[tuple]]] = {
     "copy": lambda n: [("mem", sum(n.in_numels))] * 2,
     "rsqrt": lambda n: [("mem", sum(n.in_numels) + n.out_numel)],
     "attn": lambda n: [("bmm", (n.dims[0] * n.dims[4], n.dims[1], n.dims[3], max(n.dims[2] // 2, 1)))] * 5,
+    "mla_prefill": lambda n: (
+        [("bmm", (n.dims[0] * n.dims[4], n.dims[1], n.dims[3], max(n.dims[2] // 2, 1)))] * 3
+        + [("bmm", (n.dims[0] * n.dims[4], n.dims[1], dict(n.attrs)["v"], max(n.dims[2] // 2, 1)))] * 2),
+    "rope": _vec_ops("rope"),
+    "conv1d": _vec_ops("conv1d", "conv1d"),
+    "moe": lambda n: [("attr", "moe", "moe")] * 2,
+    "gdn_prefill": lambda n: [("attr", "gdn", "gdn_prefill")] * 2,
+    "a2a_dispatch": lambda n: [("attr", "a2a", "a2a_dispatch")],
+    "a2a_combine": lambda n: [("attr", "a2a", "a2a_combine")],
+    "allreduce": lambda n: [("comm", "allreduce", n.dims[0])],
     "none": lambda n: [],
 }
+
+#: ``attr`` items whose backward runs in another mode: an all-to-all's gradient is a prompt-sized one (DeepEP
+#: normal mode), whatever the forward's
+_BACKWARD_ATTRS = {"a2a": {"mode": "normal"}}
 
 
 def backward_ops(node: Node, name: str | None = None) -> list[Op]:
@@ -83,7 +104,12 @@ def backward_ops(node: Node, name: str | None = None) -> list[Op]:
     kw = {"section": node.section, "name": name or f"{node.name}.grad"}
     out = []
     for item in rule(node):
-        if item[0] == "mem":
+        if item[0] == "attr":
+            attrs = tuple(sorted({**dict(node.attrs), **_BACKWARD_ATTRS.get(item[1], {})}.items()))
+            out.append(attr_op("bw", item[1], item[2], _six(node.dims), attrs, **kw))
+        elif item[0] == "comm":
+            out.append(comm_op("bw", item[1], item[2], node.section, kw["name"], attrs=node.attrs))
+        elif item[0] == "mem":
             out.append(mem("bw", item[1], **kw))
         elif item[0] == "vec":
             b, h = item[2]
@@ -91,6 +117,11 @@ def backward_ops(node: Node, name: str | None = None) -> list[Op]:
         else:
             out.append(gemm("bw", item[0], item[1], **kw))
     return out
+
+
+def _six(dims: tuple[int, ...]) -> tuple[int, ...]:
+    """An attribute kind's node dims as (b, m, n, k, h, hkv)."""
+    return tuple(dims) + (0,) * (6 - len(dims))
 
 
 def accumulation_ops(node: Node) -> list[Op]:

@@ -40,8 +40,9 @@ PAIR_KEY = b"tilecast.cache_pair"
 
 #: version of the cached columns (2: ``dtype`` is a graph key, op rows carry ``dtype`` and ``hkv``, and the
 #: op rows reference their graph's info row by ``graph_id`` instead of repeating the graph keys; 3: the
-#: serve scorer's ``kv_len`` and ``serving`` are graph keys)
-CACHE_LAYOUT = 3
+#: serve scorer's ``kv_len`` and ``serving`` are graph keys; 4: op rows carry ``attrs``, the family-specific dims
+#: of the mixture-of-experts era's ops and a collective's GPU group)
+CACHE_LAYOUT = 4
 
 #: where graph building starts: the graph and spec packages (followed through their tilecast imports), and
 #: the few modules around them that shape a graph's op rows or memory (taken as they are)

@@ -15,16 +15,16 @@ import numpy as np
 import pandas as pd
 
 from tilecast.forecast.ops import COMM_KINDS
-from tilecast.graph.ops import OpGraph
+from tilecast.graph.ops import OpGraph, encode_attrs
 from tilecast.graph.parallel import build_parallel_graph
 from tilecast.scoring.matrix import DEFAULT_DTYPE, NO_PARALLEL
 from tilecast.scoring.memory import memory_required_bytes
 
 #: op-frame columns the scorer keeps (``name`` and totals are dropped: not needed, and large)
-FRAME_COLUMNS = ("phase", "kind", "op", "dtype", "b", "m", "n", "k", "h", "hkv", "count", "flops", "bytes",
+FRAME_COLUMNS = ("phase", "kind", "op", "dtype", "b", "m", "n", "k", "h", "hkv", "attrs", "count", "flops", "bytes",
                  "mem_per_o", "ops_per_o", "section")
 #: what an op's per-instance latency depends on (plus the all-reduce group size for communication)
-OP_KEY = ("kind", "op", "dtype", "b", "m", "n", "k", "h", "hkv", "flops", "bytes", "mem_per_o", "ops_per_o",
+OP_KEY = ("kind", "op", "dtype", "b", "m", "n", "k", "h", "hkv", "attrs", "flops", "bytes", "mem_per_o", "ops_per_o",
           "degree")
 INFO_COLUMNS = ("graph_id", "num_layers", "parallel_kind", "degree", "microbatches", "mem_required_bytes",
                 "graph_error", "mem_error")
@@ -51,6 +51,7 @@ def _append_rows(columns: dict[str, list], graph_id: int, graph: OpGraph) -> Non
         columns["k"].append(o.k)
         columns["h"].append(o.h)
         columns["hkv"].append(o.hkv)
+        columns["attrs"].append(encode_attrs(o.attrs))
         columns["count"].append(o.count)
         columns["flops"].append(o.flops)
         columns["bytes"].append(o.bytes)

@@ -22,6 +22,7 @@ import pandas as pd
 from tilecast.forecast.serve import SERVE_DTYPES
 from tilecast.graph.parallel import ParallelismError, parse_parallel
 from tilecast.specs import UnknownSpecError, all_gpus, all_models, get_gpu, get_model
+from tilecast.specs.layout import parse_layout
 from tilecast.specs.workload import MODES
 from tilecast.tiles.dtypes import WORKLOAD_DTYPES
 
@@ -73,8 +74,12 @@ def canonical_parallel(value: object) -> str:
 
 
 def n_gpus_of(parallel: str) -> int:
-    """GPUs a cell occupies: the parallel degree (1 without parallelism)."""
-    parsed = parse_parallel(parallel)
+    """GPUs a cell occupies: the parallel degree (1 without parallelism; a mixture-of-experts layout's tag, e.g.
+    ``tp1dp8ep8``: its ``tp x dp`` GPUs)."""
+    try:
+        parsed = parse_parallel(parallel)
+    except ParallelismError:
+        return parse_layout(parallel).gpus
     return 1 if parsed is None else parsed.gpus
 
 

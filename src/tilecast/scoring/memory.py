@@ -9,6 +9,9 @@ AdamW by default, None for forward + backward only). Per parallel kind (a regist
   layers' matrices and the heads; replicated norms and residuals are small), transients too;
 - pp: weights, gradients and optimizer state of ``1/p`` of the layers; GPipe keeps the activations
   of every micro-batch of its layers, i.e. ``1/p`` of the full batch's; transients of one micro-batch.
+
+A mixture-of-experts model is recorded as one GPU of its layout (:mod:`tilecast.graph.layout_graph`): its
+footprint is that GPU's own (its experts, its share of attention, its sequences), not a split of a whole.
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from tilecast.graph.parallel import Parallel, local_batch, parse_parallel
+from tilecast.graph.layout_graph import LAYOUT_FAMILIES
+from tilecast.graph.parallel import Parallel, as_layout, local_batch, parse_parallel
+from tilecast.specs import Workload, get_model
+from tilecast.specs.layout import Layout
 
 
 @functools.lru_cache(maxsize=4096)
@@ -62,5 +68,17 @@ def memory_required_bytes(model: str, batch: int, seq_len: int, mode: str, paral
     """Bytes one GPU of the cell needs at workload ``dtype`` (fp32 by default, as the data were measured).
     ``optimizer``: the optimizer state a training run holds (``adamw``), or None (forward + backward only,
     as the labels were measured)."""
+    if get_model(model).family in LAYOUT_FAMILIES:
+        return float(_layout_footprint(model, batch, seq_len, mode, as_layout(parallel), optimizer, dtype))
     par = parse_parallel(parallel)
     return PER_GPU[par.kind if par else None](model, batch, seq_len, mode, par, optimizer, dtype)
+
+
+@functools.lru_cache(maxsize=4096)
+def _layout_footprint(model: str, batch: int, seq_len: int, mode: str, layout: Layout, optimizer: str | None,
+                      dtype: str) -> int:
+    """Bytes one GPU of a mixture-of-experts model's layout needs (its own tape's footprint)."""
+    from tilecast.graph import memory_footprint
+
+    wl = Workload(get_model(model), batch, seq_len, mode, dtype=dtype, parallel=layout)
+    return memory_footprint(wl, dtype=dtype, optimizer=optimizer).total_bytes

@@ -19,7 +19,7 @@ from tilecast.scoring.matrix import CELL_KEYS, DEFAULT_DTYPE, SERVE_KEYS
 #: op families (and ``mem``/``comm``) with an ``ms_<family>`` column, as ``forecast.summarise`` names them (the
 #: tensor-core groups after the original eight, so older columns keep their place)
 BREAKDOWN = ("bmm", "linear", "elementwise", "softmax", "layernorm", "mem", "comm", "other", "tc_gemm",
-             "attn_prefill", "attn_decode", "vec_half")
+             "attn_prefill", "attn_decode", "vec_half", "moe", "mla_prefill", "mla_decode")
 LATENCY = ("e2e_ms", "fw_ms", "bw_ms", "acc_ms", *(f"ms_{f}" for f in BREAKDOWN))
 
 SCHEMA = pa.schema([

@@ -94,8 +94,10 @@ class GpuSpec:
     fp4_tflops: float | None = None  # dense fp4 tensor peak (NVFP4 / MXFP4), where published
     fp32_matrix_gflops: float | None = None  # fp32 on matrix cores (AMD MFMA); None where fp32 is vector only
     nvlink_gbs: float | None = None  # GPU-to-GPU link, GB/s total (both directions); None: PCIe only
+    nvlink_domain: int | None = None  # GPUs one NVLink domain joins (GB200 NVL72: 72); None: 8 with NVLink, else 1
     network_gbs: float | None = None  # scale-out network per GPU, GB/s per direction; None: unknown
     tdp_w: float | None = None
+    sm_version: int | None = None  # NVIDIA compute capability x 10 (80 A100, 89 Ada, 90 Hopper, 100 B200, 120 RTX PRO)
     aliases: tuple[str, ...] = ()  # other names get_gpu accepts (the data's system names: "h100_sxm")
 
     @property
@@ -112,6 +114,14 @@ class GpuSpec:
     def link_gbs(self) -> float:
         """GPU-to-GPU bandwidth per direction: NVLink when the spec lists it, PCIe otherwise."""
         return self.nvlink_gbs / 2 if self.nvlink_gbs else self.pcie_gbs
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs that reach each other over NVLink (an HGX board's 8, a GB200 NVL72 rack's 72); beyond them traffic
+        crosses the network (``network_gbs``): expert-parallel all-to-all over more GPUs spans nodes."""
+        if self.nvlink_domain is not None:
+            return self.nvlink_domain
+        return 8 if self.nvlink_gbs else 1
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -173,8 +183,10 @@ _CHECKS = {
     "fp4_tflops": positive,
     "fp32_matrix_gflops": positive,
     "nvlink_gbs": positive,
+    "nvlink_domain": positive_int,
     "network_gbs": positive,
     "tdp_w": positive,
+    "sm_version": positive_int,
     "aliases": alias_list,
 }
 

@@ -6,13 +6,17 @@ graph builders need, one :class:`Family` per family (a registry, not a chain of 
 names the file, the field (``config.<key>`` for a config key) and the value.
 
 An optional ``aliases`` list holds other names :func:`get_model` accepts (the Hugging Face ids the
-serving data spells, ``meta-llama/Llama-3.1-70B``); a name two files claim is an error. Models known
-but not forecastable (mixture-of-experts serving models) are listed with a reason in
-``conf/unsupported_models.yaml``: :func:`get_model` raises :class:`UnsupportedModelError` for them.
+serving data spells, ``meta-llama/Llama-3.1-70B``), an optional ``variants`` mapping the ids of quantised
+checkpoints (``nvidia/DeepSeek-R1-NVFP4: fp4``): found by one, the spec carries the dtype its checkpoint runs
+in (:func:`check_checkpoint_dtype`); a name two files claim is an error. Family ``moe`` covers the
+mixture-of-experts decoders, read per ``architectures`` value (:mod:`tilecast.specs.architecture`). Models
+known but not forecastable are listed with a reason in ``conf/unsupported_models.yaml``: :func:`get_model`
+raises :class:`UnsupportedModelError` for them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,9 +25,19 @@ from types import MappingProxyType
 from typing import Any
 
 from tilecast.paths import CONF_DIR
+from tilecast.specs.architecture import (
+    EXPERT_ONLY_QUANTIZATIONS,
+    LinearAttnSpec,
+    MlaSpec,
+    MoeSpec,
+    SparseAttnSpec,
+    decoder_config,
+    read_moe,
+)
 from tilecast.specs.catalog import invalid, nonempty_str, positive_int, read_yaml, unknown_error
 from tilecast.specs.errors import SpecError
 from tilecast.specs.gpu import alias_list
+from tilecast.specs.hf_config import MISSING, BadConfig, get, get_bool, get_int, get_str
 
 
 @dataclass(frozen=True)
@@ -31,7 +45,7 @@ class ModelSpec:
     """The architecture facts a graph builder needs, normalised across families."""
 
     key: str
-    family: str  # gpt2 | opt | bert | switch | llama | mpt
+    family: str  # gpt2 | opt | bert | switch | llama | mpt | moe
     hidden_size: int
     num_layers: int  # decoder (or encoder-only) layers; for switch: encoder layers
     num_heads: int
@@ -52,6 +66,20 @@ class ModelSpec:
     word_embed_proj_dim: int = 0  # opt (== hidden_size for opt-1.3b)
     qk_norm: bool = False  # llama: per-head RMSNorm of q and k over head_dim (Qwen3's q_norm / k_norm)
     aliases: tuple[str, ...] = ()  # other names get_model accepts (Hugging Face ids: "Qwen/Qwen3-32B")
+    # mixture-of-experts decoders (family moe; tilecast.specs.architecture reads them from the HF config)
+    moe: MoeSpec | None = None  # routed (and shared) experts
+    mla: MlaSpec | None = None  # multi-head latent attention (head_dim is then the q/k head size)
+    sparse_attn: SparseAttnSpec | None = None  # DeepSeek sparse attention's indexer
+    linear_attn: LinearAttnSpec | None = None  # Gated DeltaNet layers (layer_types "linear")
+    layer_types: tuple[str, ...] = ()  # attention kind per layer (full | sliding | chunked | linear); (): all full
+    sliding_window: int = 0  # tokens a sliding (or chunked) layer attends to
+    attention_sinks: bool = False  # gpt-oss: one learned sink logit per head joins every softmax
+    attention_bias: bool = False  # biases on the q / k / v / o projections
+    attn_output_gate: bool = False  # Qwen3.5: q_proj also yields a sigmoid gate over the attention output
+    rotary_dim: int = 0  # rotated features per head (0: all of head_dim)
+    quantization: str = ""  # the released checkpoint's weight quantisation ("": bf16; fp8, fp8_block, mxfp4, int4)
+    variants: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)  # quantised id -> dtype
+    variant_dtype: str | None = field(default=None, compare=False, hash=False)  # set when found by a variant id
     config: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -61,8 +89,23 @@ class ModelSpec:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """Every name :func:`get_model` finds this model by: key, then aliases."""
-        return (self.key, *self.aliases)
+        """Every name :func:`get_model` finds this model by: key, aliases, then quantised variants."""
+        return (self.key, *self.aliases, *self.variants)
+
+    @property
+    def layer_kinds(self) -> tuple[str, ...]:
+        """The attention kind of every decoder layer (``full`` where the config names none)."""
+        return self.layer_types or ("full",) * self.num_layers
+
+    @property
+    def expert_only_quantization(self) -> bool:
+        """Whether the checkpoint quantises only its routed experts (gpt-oss mxfp4, Kimi-K2.5 int4)."""
+        return self.quantization in EXPERT_ONLY_QUANTIZATIONS
+
+    @property
+    def default_dtype(self) -> str:
+        """The dtype a forecast of this model runs in when none is asked for: a quantised variant's, else bf16."""
+        return self.variant_dtype or "bf16"
 
 
 class UnsupportedModelError(SpecError):
@@ -76,52 +119,12 @@ class UnsupportedModelError(SpecError):
         return type(self), (self.name, self.reason)
 
 
-class _BadConfig(Exception):
-    """A config key that is missing or holds a value of the wrong kind (turned into a SpecError)."""
-
-    def __init__(self, key: str, value: Any, expected: str) -> None:
-        super().__init__(key, value, expected)
-        self.key, self.value, self.expected = key, value, expected
-
-
-_MISSING = object()
-
-
-def _get(c: Mapping[str, Any], key: str, default: Any = _MISSING) -> Any:
-    """``c[key]``; ``default`` where absent or null; neither -> :class:`_BadConfig`."""
-    value = c.get(key)
-    if value is None:
-        if default is _MISSING:
-            raise _BadConfig(key, None if key in c else _MISSING, "a value")
-        return default
-    return value
-
-
-def _int(c: Mapping[str, Any], key: str, default: Any = _MISSING) -> int:
-    """A positive integer from config key ``key``."""
-    value = _get(c, key, default)
-    if not positive_int(value):
-        raise _BadConfig(key, value, "a positive integer")
-    return value
-
-
-def _str(c: Mapping[str, Any], key: str, default: Any = _MISSING) -> str:
-    value = _get(c, key, default)
-    if not nonempty_str(value):
-        raise _BadConfig(key, value, "a non-empty string")
-    return value
-
-
-def _bool(c: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = _get(c, key, default)
-    if not isinstance(value, bool):
-        raise _BadConfig(key, value, "true or false")
-    return value
-
-
 @dataclass(frozen=True)
 class Family:
     """How one family's Hugging Face config maps onto :class:`ModelSpec`.
+
+    ``decoder`` picks the part of the config the attention keys are read from (a multimodal wrapper's
+    ``text_config``); by default the config itself.
 
     ``hidden``, ``heads`` and ``kv_heads`` are the config keys of the hidden size and the query and
     key/value head counts (``kv_heads`` None: one kv head per head). ``head_dim`` is the config key of
@@ -137,43 +140,44 @@ class Family:
     head_dim: str | None = None
     default_head_dim: int | None = None
     builder_keys: tuple[str, ...] = ()  # config keys the graph builder reads itself (a what-if may add them)
+    decoder: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
 
 
 def _read_gpt2(c: Mapping[str, Any], h: int) -> dict[str, Any]:
-    return dict(num_layers=_int(c, "n_layer"), intermediate_size=_int(c, "n_inner", 4 * h),
-                vocab_size=_int(c, "vocab_size"), max_positions=_int(c, "n_positions"),
-                activation=_str(c, "activation_function", "gelu_new"), norm="layernorm",
-                tie_word_embeddings=_bool(c, "tie_word_embeddings", True))
+    return dict(num_layers=get_int(c, "n_layer"), intermediate_size=get_int(c, "n_inner", 4 * h),
+                vocab_size=get_int(c, "vocab_size"), max_positions=get_int(c, "n_positions"),
+                activation=get_str(c, "activation_function", "gelu_new"), norm="layernorm",
+                tie_word_embeddings=get_bool(c, "tie_word_embeddings", True))
 
 
 def _read_opt(c: Mapping[str, Any], h: int) -> dict[str, Any]:
-    return dict(num_layers=_int(c, "num_hidden_layers"), intermediate_size=_int(c, "ffn_dim"),
-                vocab_size=_int(c, "vocab_size"), max_positions=_int(c, "max_position_embeddings"),
-                activation=_str(c, "activation_function", "relu"), norm="layernorm",
-                tie_word_embeddings=_bool(c, "tie_word_embeddings", True),
-                word_embed_proj_dim=_int(c, "word_embed_proj_dim", h))
+    return dict(num_layers=get_int(c, "num_hidden_layers"), intermediate_size=get_int(c, "ffn_dim"),
+                vocab_size=get_int(c, "vocab_size"), max_positions=get_int(c, "max_position_embeddings"),
+                activation=get_str(c, "activation_function", "relu"), norm="layernorm",
+                tie_word_embeddings=get_bool(c, "tie_word_embeddings", True),
+                word_embed_proj_dim=get_int(c, "word_embed_proj_dim", h))
 
 
 def _read_bert(c: Mapping[str, Any], h: int) -> dict[str, Any]:
-    return dict(num_layers=_int(c, "num_hidden_layers"), intermediate_size=_int(c, "intermediate_size"),
-                vocab_size=_int(c, "vocab_size"), max_positions=_int(c, "max_position_embeddings"),
-                activation=_str(c, "hidden_act", "gelu"), norm="layernorm",
-                tie_word_embeddings=_bool(c, "tie_word_embeddings", True),
-                type_vocab_size=_int(c, "type_vocab_size", 2))
+    return dict(num_layers=get_int(c, "num_hidden_layers"), intermediate_size=get_int(c, "intermediate_size"),
+                vocab_size=get_int(c, "vocab_size"), max_positions=get_int(c, "max_position_embeddings"),
+                activation=get_str(c, "hidden_act", "gelu"), norm="layernorm",
+                tie_word_embeddings=get_bool(c, "tie_word_embeddings", True),
+                type_vocab_size=get_int(c, "type_vocab_size", 2))
 
 
 def _read_switch(c: Mapping[str, Any], h: int) -> dict[str, Any]:
-    layers = _int(c, "num_layers")
+    layers = get_int(c, "num_layers")
     if "encoder_sparse_step" in c:
-        sparse_step = _int(c, "encoder_sparse_step")
+        sparse_step = get_int(c, "encoder_sparse_step")
     else:  # as SwitchTransformersConfig derives it
-        n_sparse = _get(c, "num_sparse_encoder_layers", 3)
+        n_sparse = get(c, "num_sparse_encoder_layers", 3)
         sparse_step = layers // n_sparse if positive_int(n_sparse) else layers
-    return dict(num_layers=layers, intermediate_size=_int(c, "d_ff"), vocab_size=_int(c, "vocab_size"),
-                max_positions=0, activation=_str(c, "dense_act_fn", "relu"), norm="rmsnorm",
-                tie_word_embeddings=_bool(c, "tie_word_embeddings", True),
-                num_decoder_layers=_int(c, "num_decoder_layers", layers),
-                num_experts=_int(c, "num_experts"), expert_capacity=_int(c, "expert_capacity"),
+    return dict(num_layers=layers, intermediate_size=get_int(c, "d_ff"), vocab_size=get_int(c, "vocab_size"),
+                max_positions=0, activation=get_str(c, "dense_act_fn", "relu"), norm="rmsnorm",
+                tie_word_embeddings=get_bool(c, "tie_word_embeddings", True),
+                num_decoder_layers=get_int(c, "num_decoder_layers", layers),
+                num_experts=get_int(c, "num_experts"), expert_capacity=get_int(c, "expert_capacity"),
                 sparse_step=sparse_step)
 
 
@@ -182,10 +186,10 @@ QK_NORM_MODEL_TYPES = frozenset({"qwen3"})
 
 
 def _read_llama(c: Mapping[str, Any], h: int) -> dict[str, Any]:
-    return dict(num_layers=_int(c, "num_hidden_layers"), intermediate_size=_int(c, "intermediate_size"),
-                vocab_size=_int(c, "vocab_size"), max_positions=_int(c, "max_position_embeddings"),
-                activation=_str(c, "hidden_act", "silu"), norm="rmsnorm",
-                tie_word_embeddings=_bool(c, "tie_word_embeddings", False),
+    return dict(num_layers=get_int(c, "num_hidden_layers"), intermediate_size=get_int(c, "intermediate_size"),
+                vocab_size=get_int(c, "vocab_size"), max_positions=get_int(c, "max_position_embeddings"),
+                activation=get_str(c, "hidden_act", "silu"), norm="rmsnorm",
+                tie_word_embeddings=get_bool(c, "tie_word_embeddings", False),
                 qk_norm=isinstance(c.get("model_type"), str) and c["model_type"] in QK_NORM_MODEL_TYPES)
 
 
@@ -193,17 +197,17 @@ def _read_mpt(c: Mapping[str, Any], h: int) -> dict[str, Any]:
     """MosaicML MPT (``MPTConfig``; llm-foundry's yamls): the MLP is ``expansion_ratio x d_model`` wide with an
     exact GELU, LayerNorm, tied embeddings. ``attn_config.alibi``, ``learned_pos_emb`` and ``no_bias`` stay in
     ``config`` (the builder reads them; MPTConfig's defaults: no ALiBi, learned positions, biases on)."""
-    ratio = _get(c, "expansion_ratio", 4)
+    ratio = get(c, "expansion_ratio", 4)
     if not positive_int(ratio):
-        raise _BadConfig("expansion_ratio", ratio, "a positive integer")
+        raise BadConfig("expansion_ratio", ratio, "a positive integer")
     for key in ("no_bias", "learned_pos_emb"):
-        _bool(c, key, key == "learned_pos_emb")
-    attn = _get(c, "attn_config", {})
+        get_bool(c, key, key == "learned_pos_emb")
+    attn = get(c, "attn_config", {})
     if not isinstance(attn, Mapping):
-        raise _BadConfig("attn_config", attn, "a mapping")
-    _bool(attn, "alibi", False)
-    return dict(num_layers=_int(c, "n_layers"), intermediate_size=ratio * h, vocab_size=_int(c, "vocab_size"),
-                max_positions=_int(c, "max_seq_len", 2048), activation="gelu", norm="layernorm",
+        raise BadConfig("attn_config", attn, "a mapping")
+    get_bool(attn, "alibi", False)
+    return dict(num_layers=get_int(c, "n_layers"), intermediate_size=ratio * h, vocab_size=get_int(c, "vocab_size"),
+                max_positions=get_int(c, "max_seq_len", 2048), activation="gelu", norm="layernorm",
                 tie_word_embeddings=True)
 
 
@@ -218,6 +222,8 @@ FAMILIES: dict[str, Family] = {
                     head_dim="head_dim", read=_read_llama),
     "mpt": Family(hidden="d_model", heads="n_heads", read=_read_mpt,
                   builder_keys=("no_bias", "learned_pos_emb", "attn_config")),
+    "moe": Family(hidden="hidden_size", heads="num_attention_heads", kv_heads="num_key_value_heads",
+                  head_dim="head_dim", read=lambda c, h: read_moe(c), decoder=decoder_config),
 }
 
 
@@ -228,10 +234,10 @@ def _attention(fam: Family, c: Mapping[str, Any], path: Path) -> dict[str, int]:
     With grouped-query attention, every key/value head serves the same number of query heads:
     kv heads must divide heads.
     """
-    h, nh = _int(c, fam.hidden), _int(c, fam.heads)
-    nkv = _int(c, fam.kv_heads, nh) if fam.kv_heads else nh
+    h, nh = get_int(c, fam.hidden), get_int(c, fam.heads)
+    nkv = get_int(c, fam.kv_heads, nh) if fam.kv_heads else nh
     explicit = fam.head_dim is not None and (c.get(fam.head_dim) is not None or fam.default_head_dim is not None)
-    head_dim = _int(c, fam.head_dim, fam.default_head_dim) if explicit else 0
+    head_dim = get_int(c, fam.head_dim, fam.default_head_dim) if explicit else 0
     if not explicit:
         if h % nh:
             raise SpecError(f"{path}: field 'config.{fam.heads}' has value {nh!r}, which does not divide "
@@ -244,7 +250,62 @@ def _attention(fam: Family, c: Mapping[str, Any], path: Path) -> dict[str, int]:
 
 
 _TOP_FIELDS = ("key", "family", "source", "config")
-_OPTIONAL_FIELDS = ("aliases",)
+_OPTIONAL_FIELDS = ("aliases", "variants")
+#: dtypes a quantised variant's checkpoint holds (``variants: {<Hugging Face id>: <dtype>}``)
+VARIANT_DTYPES = ("fp8", "fp4")
+
+
+class CheckpointDtypeError(SpecError):
+    """A dtype the model's checkpoint cannot run in (a quantised variant asked for another dtype); names both."""
+
+    def __init__(self, name: str, held: str, asked: str) -> None:
+        super().__init__(f"model {name!r} is a {held} checkpoint and cannot run in {asked}; "
+                         f"ask for dtype={held}, or name the unquantised release for another dtype")
+        self.name, self.held, self.asked = name, held, asked
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable (worker processes) despite the custom __init__
+        return type(self), (self.name, self.held, self.asked)
+
+
+def check_checkpoint_dtype(spec: ModelSpec, dtype: str) -> str:
+    """``dtype``, unless ``spec`` was found by a quantised variant's id whose checkpoint holds another dtype:
+    a ``-NVFP4`` checkpoint runs in fp4 only, a ``-FP8`` one in fp8 (:class:`CheckpointDtypeError`). The
+    publisher's release (found by key or alias) runs in any dtype: engines quantise it on load."""
+    if spec.variant_dtype is not None and dtype != spec.variant_dtype:
+        name = next((n for n, d in spec.variants.items() if d == spec.variant_dtype), spec.key)
+        raise CheckpointDtypeError(name, spec.variant_dtype, dtype)
+    return dtype
+
+
+#: precisions a serving row may spell that name a release's own expert quantisation rather than a dtype:
+#: precision -> the checkpoint quantisation it means (its other layers run bf16)
+RELEASE_PRECISIONS = {"int4": "int4", "mxfp4": "mxfp4"}
+
+
+def workload_dtype_of(spec: ModelSpec, precision: str) -> str:
+    """A serving row's ``precision`` as the workload dtype: ``int4`` (``mxfp4``) names the release of a model whose
+    routed experts ship in int4 (mxfp4), Kimi-K2.5 (gpt-oss): its experts keep that format and everything else
+    runs bf16 (workload ``bf16``, :func:`tilecast.graph.work.expert_format`); for a model without such experts it
+    is a :class:`SpecError` naming both. Any other precision is the dtype itself."""
+    held = RELEASE_PRECISIONS.get(precision)
+    if held is None:
+        return precision
+    if spec.quantization != held:
+        raise SpecError(f"precision {precision!r} names a release with {held} expert weights; {spec.key}'s "
+                        f"checkpoint holds {spec.quantization or 'bf16'} weights")
+    return "bf16"
+
+
+def _variants(path: Path, value: Any) -> dict[str, str]:
+    """The ``variants`` field: quantised checkpoint ids -> the dtype each holds."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(nonempty_str(k) for k in value):
+        raise invalid(path, "variants", value, "a mapping of Hugging Face ids to dtypes")
+    for name, dtype in value.items():
+        if dtype not in VARIANT_DTYPES:
+            raise invalid(path, f"variants.{name}", dtype, "one of " + ", ".join(VARIANT_DTYPES))
+    return dict(value)
 
 
 def config_fields(family: str, cfg: Mapping[str, Any], where: object) -> dict[str, Any]:
@@ -252,10 +313,10 @@ def config_fields(family: str, cfg: Mapping[str, Any], where: object) -> dict[st
     naming ``where`` (a file, or a what-if) and ``config.<key>``."""
     fam = FAMILIES[family]
     try:
-        fields = _attention(fam, cfg, where)
+        fields = _attention(fam, fam.decoder(cfg) if fam.decoder else cfg, where)
         fields.update(fam.read(cfg, fields["hidden_size"]))
-    except _BadConfig as exc:
-        if exc.value is _MISSING:
+    except BadConfig as exc:
+        if exc.value is MISSING:
             raise SpecError(f"{where}: missing field 'config.{exc.key}' for family {family!r}") from None
         raise invalid(where, f"config.{exc.key}", exc.value, exc.expected) from None
     return fields
@@ -285,9 +346,13 @@ def load_model_file(path: Path) -> ModelSpec:
     cfg = data["config"]
     if not isinstance(cfg, dict):
         raise invalid(path, "config", cfg, "a mapping (the Hugging Face config)")
+    variants = _variants(path, data.get("variants"))
+    clash = sorted(set(variants) & {data["key"], *aliases})
+    if clash:
+        raise invalid(path, "variants", clash[0], "ids other than the key and the aliases")
     fields = config_fields(family, cfg, path)
     return ModelSpec(key=data["key"], family=family, source=data["source"], aliases=tuple(aliases),
-                     config=MappingProxyType(dict(cfg)), **fields)
+                     variants=MappingProxyType(variants), config=MappingProxyType(dict(cfg)), **fields)
 
 
 #: beside ``model/``, not in it: the models known but not forecastable, by group with a reason
@@ -328,7 +393,7 @@ def load_unsupported_file(path: Path) -> dict[str, str]:
 @dataclass(frozen=True)
 class _Catalog:
     by_key: dict[str, ModelSpec]
-    index: dict[str, ModelSpec]  # every name: keys and aliases
+    index: dict[str, ModelSpec]  # every name: keys, aliases and variants (a variant's spec sets variant_dtype)
     unsupported: dict[str, str]  # model id -> why it cannot be forecast
 
 
@@ -343,10 +408,12 @@ def _catalog(conf_dir: Path) -> _Catalog:
     owner: dict[str, Path] = {p.stem: p for p in specs}  # keys first: another file's alias must not shadow one
     index: dict[str, ModelSpec] = {}
     for p, spec in specs.items():
-        for name in spec.aliases:
-            if owner.setdefault(name, p) != p:
-                raise SpecError(f"{p}: field 'aliases' has value {name!r}, which {owner[name]} already names")
-        index.update((name, spec) for name in spec.names)
+        for field_name, names in (("aliases", spec.aliases), ("variants", tuple(spec.variants))):
+            for name in names:
+                if owner.setdefault(name, p) != p:
+                    raise SpecError(f"{p}: field {field_name!r} has value {name!r}, which {owner[name]} already names")
+        index.update((name, spec) for name in (spec.key, *spec.aliases))
+        index.update((name, dataclasses.replace(spec, variant_dtype=dtype)) for name, dtype in spec.variants.items())
     for name in unsupported:
         if name in owner:
             raise SpecError(f"{unsupported_path}: lists {name!r} as unsupported, which {owner[name]} names")
@@ -364,7 +431,9 @@ def unsupported_models(conf_dir: Path = CONF_DIR) -> dict[str, str]:
 
 
 def get_model(name: str, conf_dir: Path = CONF_DIR) -> ModelSpec:
-    """Look a model up by catalog key or alias (a Hugging Face id such as ``meta-llama/Llama-3.1-70B``).
+    """Look a model up by catalog key, alias (a Hugging Face id such as ``meta-llama/Llama-3.1-70B``) or
+    quantised variant (``nvidia/DeepSeek-R1-NVFP4``: the spec then carries ``variant_dtype``, the dtype its
+    checkpoint runs in, :func:`check_checkpoint_dtype`).
 
     A model of ``conf/unsupported_models.yaml`` raises :class:`UnsupportedModelError` with its reason;
     an unknown name raises :class:`~tilecast.specs.UnknownSpecError` listing the closest known names.

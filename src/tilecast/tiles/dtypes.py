@@ -108,10 +108,14 @@ def compute_dtype(workload_dtype: str) -> str:
     return workload_dtype
 
 
+#: op kinds whose weights a quantised workload holds in its dtype: linear layers and fused MoE experts
+QUANTISED_KINDS = frozenset({"linear", "moe"})
+
+
 def op_dtype(workload_dtype: str, kind: str) -> str:
-    """The dtype an op of ``kind`` runs in: fp8 / fp4 workloads run linears in their dtype and the rest in
-    bf16."""
-    if workload_dtype in QUANTISED_DTYPES and kind == "linear":
+    """The dtype an op of ``kind`` runs in: fp8 / fp4 workloads run linears and fused MoE experts in their
+    dtype and the rest in bf16."""
+    if workload_dtype in QUANTISED_DTYPES and kind in QUANTISED_KINDS:
         return workload_dtype
     return compute_dtype(workload_dtype)
 

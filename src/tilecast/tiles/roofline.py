@@ -188,8 +188,9 @@ def _plain_flops_bytes(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         hkv = np.where(_dim(rows, "Hkv") > 0, _dim(rows, "Hkv"), h)
         q_bpe = np.where(quantised, HALF_BYTES, bpe)
         kv_bpe = np.where(_has(rows, "kv_dtype"), bytes_per_element(row_dtypes(rows, "kv_dtype")), q_bpe)
-        flops = np.where(is_attn, attention_flops(b, m, n, k, h), flops)
-        nbytes = np.where(is_attn, attention_bytes(b, m, n, k, h, hkv, q_bpe, kv_bpe), nbytes)
+        window = _dim(rows, "window")  # a sliding window's keys per query (0 / absent: causal over all)
+        flops = np.where(is_attn, attention_flops(b, m, n, k, h, window), flops)
+        nbytes = np.where(is_attn, attention_bytes(b, m, n, k, h, hkv, q_bpe, kv_bpe, window), nbytes)
     return flops, nbytes
 
 

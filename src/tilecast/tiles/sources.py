@@ -11,7 +11,11 @@ index, so forecasts align back to the input rows.
   ``attn_prefill`` with ``M = N = isl``; ``generation_attention``: one new token over ``step``
   cached ones -> ``attn_decode`` with ``M = 1``, ``N = step``.
 - AIConfigurator ``nccl``: collectives, not kernels (``collective`` rows, see
-  :mod:`tilecast.forecast.comm`).
+  :mod:`tilecast.forecast.comm`); ``custom_allreduce``: a serving engine's own all-reduce, ``all_reduce``
+  collective rows that name the engine and its kernel (:mod:`tilecast.serving.engine_allreduce`).
+- The serving-engine tables (``gemm_engines``, ``*_attention_engines``) convert as their vLLM twins; every
+  AIConfigurator kernel row names its ``engine`` (the source's ``framework``, lower case: ``vllm``, ``sglang``,
+  ``trtllm``) and its ``engine_version``; ``fp8_block`` GEMMs are ``fp8`` rows with ``fp8_scaling`` ``block``.
 - Vidur ``mlp`` (long form, :func:`tilecast.data.load_vidur`): already the schema, fp16.
 - AIConfigurator ``moe``, ``context_mla``, ``generation_mla``, ``deepep_ll`` / ``deepep_normal``: the
   mixture-of-experts era tables (:mod:`tilecast.tiles.moe_sources`).
@@ -31,6 +35,7 @@ _SIGNATURES: tuple[tuple[str, frozenset[str]], ...] = (
     ("aiconfigurator_gemm", frozenset({"gemm_dtype", "m", "n", "k", "latency_ms"})),
     ("aiconfigurator_attention", frozenset({"num_heads", "num_key_value_heads", "head_dim", "isl", "step"})),
     ("aiconfigurator_nccl", frozenset({"nccl_dtype", "num_gpus", "message_size"})),
+    ("aiconfigurator_custom_allreduce", frozenset({"allreduce_dtype", "num_gpus", "message_size"})),
     ("vidur_mlp", frozenset({"OPName", "num_tokens", "tp", "latency_ms"})),
     ("neusight", frozenset({"OPName"})),
 )
@@ -43,9 +48,9 @@ def source_schema(frame: pd.DataFrame) -> str:
         if needed <= cols:
             return name
     raise ValueError("unrecognised kernel table: expected NeuSight kernel columns (OPName, B, M, N, K / B, H), "
-                     "an AIConfigurator gemm / context_attention / generation_attention / nccl / moe / "
-                     "context_mla / generation_mla / deepep_ll / deepep_normal table or a Vidur "
-                     f"mlp table; got columns {', '.join(map(str, frame.columns))}")
+                     "an AIConfigurator gemm / context_attention / generation_attention / nccl / custom_allreduce / "
+                     "moe / context_mla / generation_mla / deepep_ll / deepep_normal table (or an engine twin) or a "
+                     f"Vidur mlp table; got columns {', '.join(map(str, frame.columns))}")
 
 
 def _device(frame: pd.DataFrame) -> pd.Series:
@@ -62,6 +67,10 @@ def _latency(frame: pd.DataFrame, col: str) -> pd.Series | None:
 def _finish(frame: pd.DataFrame, rows: dict, latency_col: str) -> pd.DataFrame:
     out = pd.DataFrame(rows, index=frame.index)
     out["Device"] = _device(frame)
+    if "framework" in frame:  # AIConfigurator: the serving engine that ran the kernel
+        out["engine"] = frame["framework"].astype(str).str.lower()
+        if "version" in frame:
+            out["engine_version"] = frame["version"].astype(object)
     lat = _latency(frame, latency_col)
     if lat is not None:
         out["Latency"] = lat
@@ -70,8 +79,11 @@ def _finish(frame: pd.DataFrame, rows: dict, latency_col: str) -> pd.DataFrame:
 
 def from_aiconfigurator_gemm(frame: pd.DataFrame) -> pd.DataFrame:
     """AIConfigurator ``gemm`` rows as ``linear`` kernel rows (``M = m``, ``N = k``, ``K = n``)."""
+    dtype = frame["gemm_dtype"].astype(str)
+    block = dtype == "fp8_block"
     return _finish(frame, {"OPName": "linear", "B": 1, "M": frame["m"], "N": frame["k"], "K": frame["n"],
-                           "H": 0, "dtype": frame["gemm_dtype"].astype(str)}, "latency_ms")
+                           "H": 0, "dtype": dtype.where(~block, "fp8"),
+                           "fp8_scaling": block.map({True: "block", False: "tensor"})}, "latency_ms")
 
 
 def from_aiconfigurator_attention(frame: pd.DataFrame) -> pd.DataFrame:
@@ -97,6 +109,14 @@ def from_aiconfigurator_nccl(frame: pd.DataFrame) -> pd.DataFrame:
                    "latency_ms")
 
 
+def from_aiconfigurator_custom_allreduce(frame: pd.DataFrame) -> pd.DataFrame:
+    """AIConfigurator ``custom_allreduce`` rows as ``all_reduce`` collective rows (``H`` elements, ``B`` GPUs) with
+    the kernel that ran them (``engine_kernel``: the source's ``kernel_source``)."""
+    return _finish(frame, {"OPName": "all_reduce", "B": frame["num_gpus"], "M": 0, "N": 0, "K": 0,
+                           "H": frame["message_size"], "dtype": frame["allreduce_dtype"].astype(str),
+                           "engine_kernel": frame["kernel_source"].astype(str)}, "latency_ms")
+
+
 #: Vidur ops run as a kernel of the project's vocabulary: SiLU x mul (vLLM's fused ``silu_and_mul``) reads two
 #: tensors and writes one per output element, as ``mul`` does
 _VIDUR_OPS = {"silu_mul": "mul"}
@@ -114,6 +134,7 @@ CONVERTERS: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {
     "aiconfigurator_gemm": from_aiconfigurator_gemm,
     "aiconfigurator_attention": from_aiconfigurator_attention,
     "aiconfigurator_nccl": from_aiconfigurator_nccl,
+    "aiconfigurator_custom_allreduce": from_aiconfigurator_custom_allreduce,
     "vidur_mlp": from_vidur_mlp,
     "neusight": lambda frame: frame,
     **MOE_CONVERTERS,

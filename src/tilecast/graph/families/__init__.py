@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tilecast.graph.blocks import Ctx
-from tilecast.graph.families import bert, gpt2, llama, mpt, opt, switch
+from tilecast.graph.families import bert, gpt2, llama, moe_decoder, mpt, opt, switch
 
 #: ModelSpec.family -> builder recording the model's forward pass on ``ctx.tape``
 BUILDERS: dict[str, Callable[[Ctx], None]] = {
@@ -15,6 +15,7 @@ BUILDERS: dict[str, Callable[[Ctx], None]] = {
     "switch": switch.build,
     "llama": llama.build,
     "mpt": mpt.build,
+    "moe": moe_decoder.build,
 }
 
 __all__ = ["BUILDERS"]
