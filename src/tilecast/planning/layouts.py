@@ -96,8 +96,12 @@ NOT_ANSWERED: tuple[Answer, ...] = (
     Answer(lambda f: (f["mode"] == "disagg").to_numpy(),
            "not modelled yet: disaggregated prefill / decode pools (the serving harness runs both in one engine)"),
     Answer(lambda f: (f["pp"] > 1).to_numpy(), "not modelled yet: pipeline-parallel serving (use tp)"),
-    Answer(lambda f: (f["ep"] > 1).to_numpy(), "not modelled yet: expert parallelism (a dense model's catalog)"),
-    Answer(lambda f: (f["attention_dp"] > 1).to_numpy(), "not modelled yet: attention data parallelism"),
+    Answer(lambda f: (f["ep"] > 1).to_numpy(),
+           "not answered yet: the grid scorer's serve cells carry tp only (expert parallelism: predict.py "
+           "mode=serve layout=tp<n>ep<n> answers one configuration)"),
+    Answer(lambda f: (f["attention_dp"] > 1).to_numpy(),
+           "not answered yet: the grid scorer's serve cells carry tp only (attention data parallelism: predict.py "
+           "mode=serve layout=tp<n>dp<n> answers one configuration)"),
 )
 
 

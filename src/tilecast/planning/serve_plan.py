@@ -49,24 +49,18 @@ def replica_cells(layouts: pd.DataFrame, question: ServeQuestion, concurrency: t
 def candidates(layouts: pd.DataFrame, forecasts: pd.DataFrame, question: ServeQuestion) -> pd.DataFrame:
     """Every answered candidate (a layout row at a forecast concurrency) with its forecast, fleet size, cost and
     status; the layouts the serving path does not answer once each, with their reason. ``forecasts``: serve
-    table rows of ``question``'s model, isl and osl (other rows are ignored)."""
+    table rows of ``question``'s model, isl and osl (other rows are ignored; a layout with no row there is not a
+    candidate: a nightly table that did not score it)."""
     f = forecasts.loc[(forecasts["model"] == question.model.key) & (forecasts["isl"] == question.isl)
                       & (forecasts["osl"] == question.osl)]
     keep = ["gpu", "dtype", "tp", "concurrency", *[c for c in FORECAST_COLUMNS if c in f]]
     answered = layouts.loc[layouts["layout_error"].isna()]
     rows = answered.merge(f[keep], on=["gpu", "dtype", "tp"], how="inner")
     rows = size_fleets(rows, question)
-    missing = answered.merge(f[["gpu", "dtype", "tp"]].drop_duplicates(), on=["gpu", "dtype", "tp"], how="left",
-                             indicator=True)
-    missing = missing.loc[missing["_merge"] == "left_only"].drop(columns="_merge")
     refused = layouts.loc[layouts["layout_error"].notna()]
-    extra = []
-    if len(missing):
-        extra.append(missing.assign(status="failed", error="no forecast of this layout in the serve table"))
     if len(refused):
-        extra.append(refused.assign(status="not modelled", error=refused["layout_error"]))
-    if extra:
-        rows = pd.concat([rows, *extra], ignore_index=True)
+        rows = pd.concat([rows, refused.assign(status="not modelled", error=refused["layout_error"])],
+                         ignore_index=True)
     rows["status_rank"] = rows["status"].map({s: i for i, s in enumerate(STATUSES)}).astype(int)
     rows["feasible"] = rows["status"] == STATUSES[0]
     return rows.drop(columns=["layout_error"])
