@@ -64,6 +64,7 @@ class TrainSearch:
     sharding: tuple[str, ...] = ("none", "zero1", "zero3", "hybrid")
     tp: tuple[int, ...] = (1, 2, 4, 8)
     pp: tuple[int, ...] = (1, 2, 4, 8)
+    cp: tuple[int, ...] = (1,)
     activation_checkpointing: tuple[str, ...] = ("none", "selective", "full")
     micro_batch: tuple[int, ...] = (1, 2, 4)
     gpus_per_node: int = 8
@@ -102,13 +103,14 @@ def enumerate_runs(question: TrainQuestion, search: TrainSearch) -> tuple[list[T
     """The valid runs of the search (GPU-independent), how many were tried, and the refusals by reason."""
     runs, tried, refused = [], 0, {}
     n_gpus = [n for n in search.n_gpus if question.max_gpus is None or n <= question.max_gpus]
-    for n, sharding, tp, pp, ckpt, mb in itertools.product(n_gpus, search.sharding, search.tp, search.pp,
-                                                           search.activation_checkpointing, search.micro_batch):
+    for n, sharding, tp, pp, cp, ckpt, mb in itertools.product(n_gpus, search.sharding, search.tp, search.pp,
+                                                               search.cp, search.activation_checkpointing,
+                                                               search.micro_batch):
         tried += 1
         try:
             runs.append(TrainRun(question.model, question.seq_len, int(mb), int(n), global_batch=question.global_batch,
                                  gpus_per_node=search.gpus_per_node, dtype=question.dtype, sharding=sharding,
-                                 tp=int(tp), pp=int(pp), activation_checkpointing=ckpt))
+                                 tp=int(tp), pp=int(pp), cp=int(cp), activation_checkpointing=ckpt))
         except SpecError as exc:
             kind = type(exc).__name__
             refused[kind] = refused.get(kind, 0) + 1
@@ -187,18 +189,23 @@ def search_runs(question: TrainQuestion, search: TrainSearch, predict: FamilyPre
             check_gpu_dtype(gpu, question.dtype)
             gpus.append(gpu)
         except SpecError as exc:
-            rows.append({"gpu": key, "dtype": question.dtype, "status": "not supported", "error": str(exc),
-                         "n_candidates": len(runs)})
+            rows.append({"gpu": key, "dtype": question.dtype, "status": "not supported", "error": str(exc)})
     fit_items = []
+    labels = np.array([layout_label(r) for r in runs], dtype=object)
     for gpu in gpus:
-        for run in runs:
-            mem = train_memory(run, gpu)
-            if mem.fits:
-                fit_items.append((run, gpu.key))
-            else:
-                rows.append(_base(run, gpu.key, question) | {"status": "does not fit", "fits": False,
-                                                             "mem_required_gib": mem.total_bytes / GIB,
-                                                             "gpu_mem_gib": gpu.mem_gb})
+        mems = [train_memory(run, gpu) for run in runs]
+        need = np.array([m.total_bytes for m in mems])
+        fits = np.array([m.fits for m in mems], dtype=bool)
+        fit_items += [(runs[i], gpu.key) for i in np.flatnonzero(fits)]
+        # a run that does not fit: kept once per layout, the one closest to fitting (the rest are counted)
+        out = np.flatnonzero(~fits)
+        if len(out):
+            closest = pd.DataFrame({"i": out, "label": labels[out], "need": need[out]}).sort_values("need")
+            for i, n in closest.drop_duplicates("label")[["i", "need"]].itertuples(index=False):
+                rows.append(_base(runs[i], gpu.key, question) | {"status": "does not fit", "fits": False,
+                                                                 "mem_required_gib": n / GIB,
+                                                                 "gpu_mem_gib": gpu.mem_gb})
+        stats["does_not_fit"] = stats.get("does_not_fit", 0) + len(out)
     stats["candidates"] = tried * len(question.gpus)
     stats["memory_s"] = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -421,8 +428,12 @@ def train_plan(q: TrainQuestion, search: TrainSearch, predict: FamilyPredictor |
     rows, stats = search_runs(q, search, predict, prices, client)
     check_deadline(rows, q)
     feasible, kept, pareto = decide(rows, q, top)
-    counts = rows["status"].value_counts()
+    counts = rows["status"].value_counts().to_dict()
+    counts["does not fit"] = stats.get("does_not_fit", 0)  # kept once per layout, counted in full
+    if "not supported" in counts:
+        counts["not supported"] = int((rows["status"] == "not supported").sum()) * stats["layouts_valid"]
     stats["by_status"] = {s: int(counts.get(s, 0)) for s in STATUSES if counts.get(s, 0)}
+    stats["ruled out by a bound"] = stats.get("ruled_out", 0)
     first = [c for c in TRAIN_PLAN_COLUMNS if c in kept]
     kept = kept[first + [c for c in kept.columns if c not in first]]
     return Plan(q, feasible, kept, pareto, stats)

@@ -1,0 +1,179 @@
+"""Planning benchmark: how many candidate configurations the deployment planner searches, how fast, in how much
+memory; and the nightly report's page weight and write time.
+
+    python benchmarks/planning.py [--tracking-uri <store>] [--forecaster auto] [--workers 2]
+                                  [--report-run <nightly run dir>] [--nightly] [--out benchmarks/planning.md]
+
+Each planning case runs the real ``jobs/plan.py`` in a subprocess (RSS sampled every 50 ms over its whole
+process tree: client, nanny and Dask worker processes, as ``benchmarks/scoring.py`` does) and reads the plan's
+JSON: what the search counted (candidates, by status), its own clock, and the decision.
+
+- ``serve``: Llama-3.1-70B, 1,024 in / 1,024 out, 2,000 requests/min, TTFT <= 1 s, TPOT <= 40 ms over the whole
+  catalog (the default search: bf16 / fp8 / fp4 x tp 1-8 x 18 concurrencies), with an empty graph cache
+  (``cold``) and again with the cache it left (``warm``);
+- ``train``: Llama-3.1-70B on 2T tokens in 30 days over the whole catalog with the widest search
+  (1-16,384 GPUs x 4 shardings x tp 1-8 x pp 1-8 x cp 1-4 x 3 checkpointing x micro-batch 1-8).
+
+``--report-run``: the report job on a copy of that run directory (the nightly's tables): wall time of the job
+and size of ``report.html``. ``--nightly``: ``jobs/nightly.py`` end to end on a fresh output directory (twice: an
+empty graph cache, then the one it left), its wall time and report size.
+
+The peer's search (NVIDIA AIConfigurator) is not run here: it answers only from its bundled measured
+performance tables, which include the GPUs this project holds back, and the project never installs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+MB = 1024 * 1024
+_spec = importlib.util.spec_from_file_location("bench_scoring", ROOT / "benchmarks" / "scoring.py")
+bench_scoring = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_scoring)
+
+SERVE = ["model=llama31_70b", "isl=1024", "osl=1024", "ttft_ms=1000", "tpot_ms=40", "rate=33.333"]
+TRAIN = ["model=llama31_70b", "tokens=2e12", "days=30",
+         "search.train.n_gpus=[1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192,16384]", "search.train.cp=[1,2,4]",
+         "search.train.micro_batch=[1,2,4,8]"]
+
+
+def run(job: str, args: list[str], env_extra: dict | None = None) -> tuple[dict, str]:
+    """One job in a subprocess: wall, CPU seconds, peak RSS (client, whole tree), load; and its stdout."""
+    cmd = [sys.executable, f"jobs/{job}.py", *args]
+    load0 = os.getloadavg()[0]
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "CI": "1", **(env_extra or {})})
+    peaks: dict[str, float] = {}
+    stop = threading.Event()
+    sampler = threading.Thread(target=bench_scoring._sample_rss, args=(psutil.Process(proc.pid), stop, peaks),
+                               daemon=True)
+    sampler.start()
+    stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    stop.set()
+    sampler.join()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{stderr[-3000:]}")
+    return {"wall_s": wall, "cpu_s": (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime),
+            "client_rss_mb": peaks.get("client", 0) / MB, "tree_rss_mb": peaks.get("tree", 0) / MB,
+            "load": f"{load0:.1f}-{os.getloadavg()[0]:.1f}"}, stdout
+
+
+def plan_case(name: str, args: list[str], common: list[str], tmp: Path, cache: str) -> dict:
+    out = tmp / f"{name}.csv"
+    stats, stdout = run("plan", [*args, *common, f"output={out}", f"cache_dir={tmp / 'cache'}", "log=false",
+                                 f"hydra.run.dir={tmp / '.hydra'}"])
+    record = json.loads(out.with_suffix(".json").read_text())
+    s = record["search"]
+    answered = sum(n for k, n in s["by_status"].items() if k not in ("not supported", "not modelled", "failed"))
+    return {"case": name, "cache": cache, "candidates": s["candidates"], "answered": answered,
+            "by_status": s["by_status"], "search_s": s.get("seconds"), "assembled": s.get("assembled"),
+            "ruled_out": s.get("ruled_out"), "graphs": s.get("graphs"), "plan": record["summary"],
+            "predictor": record["predictor"], "versions": record["versions"], **stats}
+
+
+def report_case(run_dir: Path, tmp: Path, common: list[str]) -> dict:
+    """The report job on a copy of a scored run (its tables), timed; the page's size."""
+    out = tmp / "reports"
+    shutil.copytree(run_dir, out / run_dir.name, ignore=shutil.ignore_patterns("report*", "plots", "tables"))
+    stats, _ = run("report", [f"output_dir={out}", f"run={run_dir.name}", "compare=false",
+                              f"hydra.run.dir={tmp / '.hydra'}"])
+    html = out / run_dir.name / "report.html"
+    return {"case": "report", "html_mb": html.stat().st_size / 1e6, **stats}
+
+
+def nightly_case(tmp: Path, common: list[str], cache: str) -> dict:
+    out = tmp / "nightly"
+    stats, _ = run("nightly", [f"output_dir={out}", "date=2000-01-01", "progress=false",
+                               f"hydra.run.dir={tmp / '.hydra'}", *[c for c in common if not c.startswith("dask")]])
+    run_dir = out / "2000-01-01"
+    meta = json.loads((run_dir / "run.json").read_text())
+    return {"case": "nightly", "cache": cache, "html_mb": (run_dir / "report.html").stat().st_size / 1e6,
+            "score_total_s": meta["stats"].get("total_s"), **stats}
+
+
+def _fmt(rows: list[dict], cols: list[tuple[str, str]]) -> str:
+    out = ["| " + " | ".join(c for c, _ in cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        out.append("| " + " | ".join("" if r.get(c) is None else f.format(r[c]) for c, f in cols) + " |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tracking-uri", default=None, help="MLflow store with the champions (default: the project's)")
+    ap.add_argument("--forecaster", default="auto", choices=["auto", "registry", "roofline"])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--cases", nargs="+", default=["serve", "train"], choices=["serve", "train"])
+    ap.add_argument("--report-run", type=Path, default=None, help="a nightly run directory to time the report on")
+    ap.add_argument("--nightly", action="store_true", help="time jobs/nightly.py end to end (cold and warm)")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    forecaster = args.forecaster
+    if forecaster == "auto":
+        forecaster = "registry" if bench_scoring.champion_available(args.tracking_uri) else "roofline"
+    common = [f"forecaster={forecaster}", f"dask.n_workers={args.workers}"]
+    if args.tracking_uri:
+        common.append(f"mlflow.tracking_uri={args.tracking_uri}")
+    plans, others = [], []
+    with tempfile.TemporaryDirectory(prefix="tilecast-plan-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        if "serve" in args.cases:
+            for cache in ("cold", "warm"):
+                plans.append(plan_case("serve", SERVE, common, tmp, cache))
+                print(json.dumps(plans[-1], default=str), flush=True)
+        if "train" in args.cases:
+            plans.append(plan_case("train", TRAIN, common, tmp, "-"))
+            print(json.dumps(plans[-1], default=str), flush=True)
+        if args.report_run is not None:
+            others.append(report_case(args.report_run, tmp, common))
+            print(json.dumps(others[-1], default=str), flush=True)
+        if args.nightly:
+            for cache in ("cold", "warm"):
+                others.append(nightly_case(tmp, common, cache))
+                print(json.dumps(others[-1], default=str), flush=True)
+    load = os.getloadavg()
+    predictor = plans[0]["predictor"] if plans else forecaster
+    versions = plans[0]["versions"] if plans else {}
+    text = [f"Run {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')} on {platform.node()} "
+            f"({psutil.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.0f} GiB; load average at the end "
+            f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}); predictor `{predictor}`"
+            f"{' ' + json.dumps(versions, sort_keys=True) if versions else ''}; {args.workers} Dask workers.", ""]
+    if plans:
+        text += [_fmt(plans, [("case", "{}"), ("cache", "{}"), ("candidates", "{:,}"), ("answered", "{:,}"),
+                              ("assembled", "{:,}"), ("ruled_out", "{:,}"), ("graphs", "{:,}"), ("search_s", "{:.1f}"),
+                              ("wall_s", "{:.1f}"), ("cpu_s", "{:.0f}"), ("client_rss_mb", "{:,.0f}"),
+                              ("tree_rss_mb", "{:,.0f}"), ("load", "{}")]), ""]
+        text += [f"- `{p['case']}` ({p['cache']}): {p['plan']}; by status {json.dumps(p['by_status'])}"
+                 for p in plans] + [""]
+    if others:
+        text += [_fmt(others, [("case", "{}"), ("cache", "{}"), ("html_mb", "{:.2f}"), ("score_total_s", "{:.1f}"),
+                               ("wall_s", "{:.1f}"), ("cpu_s", "{:.0f}"), ("tree_rss_mb", "{:,.0f}"),
+                               ("load", "{}")]), ""]
+    out = "\n".join(text)
+    if args.out:
+        args.out.write_text(out)
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
