@@ -30,13 +30,9 @@ import importlib.util
 import json
 import os
 import platform
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import psutil
@@ -53,29 +49,13 @@ TRAIN = ["model=llama31_70b", "tokens=2e12", "days=30",
          "search.train.micro_batch=[1,2,4,8]"]
 
 
-def run(job: str, args: list[str], env_extra: dict | None = None) -> tuple[dict, str]:
-    """One job in a subprocess: wall, CPU seconds, peak RSS (client, whole tree), load; and its stdout."""
+def run(job: str, args: list[str]) -> tuple[dict, str]:
+    """One job in a subprocess (:func:`benchmarks.scoring.measure`); its stats and stdout."""
     cmd = [sys.executable, f"jobs/{job}.py", *args]
-    load0 = os.getloadavg()[0]
-    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "CI": "1", **(env_extra or {})})
-    peaks: dict[str, float] = {}
-    stop = threading.Event()
-    sampler = threading.Thread(target=bench_scoring._sample_rss, args=(psutil.Process(proc.pid), stop, peaks),
-                               daemon=True)
-    sampler.start()
-    stdout, stderr = proc.communicate()
-    wall = time.perf_counter() - t0
-    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    stop.set()
-    sampler.join()
+    stats, proc = bench_scoring.measure(cmd)
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{stderr[-3000:]}")
-    return {"wall_s": wall, "cpu_s": (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime),
-            "client_rss_mb": peaks.get("client", 0) / MB, "tree_rss_mb": peaks.get("tree", 0) / MB,
-            "load": f"{load0:.1f}-{os.getloadavg()[0]:.1f}"}, stdout
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    return stats, proc.stdout
 
 
 def plan_case(name: str, args: list[str], common: list[str], tmp: Path, cache: str) -> dict:
@@ -87,7 +67,8 @@ def plan_case(name: str, args: list[str], common: list[str], tmp: Path, cache: s
     answered = sum(n for k, n in s["by_status"].items() if k not in ("not supported", "not modelled", "failed"))
     return {"case": name, "cache": cache, "candidates": s["candidates"], "answered": answered,
             "by_status": s["by_status"], "search_s": s.get("seconds"), "assembled": s.get("assembled"),
-            "ruled_out": s.get("ruled_out"), "graphs": s.get("graphs"), "plan": record["summary"],
+            "ruled_out": s.get("ruled_out"), "graphs": s.get("graphs"), "cached_graphs": s.get("cached_graphs"),
+            "plan": record["summary"],
             "predictor": record["predictor"], "versions": record["versions"], **stats}
 
 
@@ -123,7 +104,7 @@ def main() -> None:
     ap.add_argument("--tracking-uri", default=None, help="MLflow store with the champions (default: the project's)")
     ap.add_argument("--forecaster", default="auto", choices=["auto", "registry", "roofline"])
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--cases", nargs="+", default=["serve", "train"], choices=["serve", "train"])
+    ap.add_argument("--cases", nargs="*", default=["serve", "train"], choices=["serve", "train"])
     ap.add_argument("--report-run", type=Path, default=None, help="a nightly run directory to time the report on")
     ap.add_argument("--nightly", action="store_true", help="time jobs/nightly.py end to end (cold and warm)")
     ap.add_argument("--out", type=Path, default=None)
@@ -160,7 +141,8 @@ def main() -> None:
             f"{' ' + json.dumps(versions, sort_keys=True) if versions else ''}; {args.workers} Dask workers.", ""]
     if plans:
         text += [_fmt(plans, [("case", "{}"), ("cache", "{}"), ("candidates", "{:,}"), ("answered", "{:,}"),
-                              ("assembled", "{:,}"), ("ruled_out", "{:,}"), ("graphs", "{:,}"), ("search_s", "{:.1f}"),
+                              ("assembled", "{:,}"), ("ruled_out", "{:,}"), ("graphs", "{:,}"),
+                              ("cached_graphs", "{:,}"), ("search_s", "{:.1f}"),
                               ("wall_s", "{:.1f}"), ("cpu_s", "{:.0f}"), ("client_rss_mb", "{:,.0f}"),
                               ("tree_rss_mb", "{:,.0f}"), ("load", "{}")]), ""]
         text += [f"- `{p['case']}` ({p['cache']}): {p['plan']}; by status {json.dumps(p['by_status'])}"

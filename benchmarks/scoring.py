@@ -57,18 +57,14 @@ def _rss(p: psutil.Process) -> int:
         return 0
 
 
-def run_job(matrix: str, workers: int, forecaster: str, out: Path, tracking_uri: str | None = None) -> dict:
-    """One ``jobs/score.py`` run: wall time, peak RSS and the run's own stats."""
-    cmd = [sys.executable, "jobs/score.py", f"matrix={matrix}", f"dask.n_workers={workers}",
-           f"forecaster={forecaster}", f"output_dir={out}", "date=2000-01-01", "progress=false",
-           f"hydra.run.dir={out / '.hydra'}"]
-    if tracking_uri:
-        cmd.append(f"mlflow.tracking_uri={tracking_uri}")
+def measure(cmd: list[str], env_extra: dict | None = None) -> tuple[dict, subprocess.CompletedProcess]:
+    """Run ``cmd`` from the repository root: wall, CPU seconds of it and every process it reaped, peak RSS of
+    it alone (``client``) and of its whole process tree, the 1-minute load before and after."""
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "CI": "1"})
+                            env={**os.environ, "CI": "1", **(env_extra or {})})
     peaks: dict[str, float] = {}
     stop = threading.Event()
     sampler = threading.Thread(target=_sample_rss, args=(psutil.Process(proc.pid), stop, peaks), daemon=True)
@@ -78,14 +74,24 @@ def run_job(matrix: str, workers: int, forecaster: str, out: Path, tracking_uri:
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     stop.set()
     sampler.join()
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{stderr[-3000:]}")
-    meta = json.loads((out / "2000-01-01" / "run.json").read_text())
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)  # the job and every process it reaped
-    return {"wall_s": wall, "cpu_s": cpu, "load": f"{load0:.1f}-{os.getloadavg()[0]:.1f}",
-            "client_rss_mb": peaks.get("client", 0) / MB,
-            "tree_rss_mb": peaks.get("tree", 0) / MB, "predictor": meta["predictor"],
-            "versions": meta.get("versions", {}), **meta["stats"]}
+    return ({"wall_s": wall, "cpu_s": cpu, "load": f"{load0:.1f}-{os.getloadavg()[0]:.1f}",
+             "client_rss_mb": peaks.get("client", 0) / MB, "tree_rss_mb": peaks.get("tree", 0) / MB},
+            subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr))
+
+
+def run_job(matrix: str, workers: int, forecaster: str, out: Path, tracking_uri: str | None = None) -> dict:
+    """One ``jobs/score.py`` run: wall time, peak RSS and the run's own stats."""
+    cmd = [sys.executable, "jobs/score.py", f"matrix={matrix}", f"dask.n_workers={workers}",
+           f"forecaster={forecaster}", f"output_dir={out}", "date=2000-01-01", "progress=false",
+           f"hydra.run.dir={out / '.hydra'}"]
+    if tracking_uri:
+        cmd.append(f"mlflow.tracking_uri={tracking_uri}")
+    stats, proc = measure(cmd)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    meta = json.loads((out / "2000-01-01" / "run.json").read_text())
+    return {**stats, "predictor": meta["predictor"], "versions": meta.get("versions", {}), **meta["stats"]}
 
 
 def champion_available(tracking_uri: str | None = None) -> bool:

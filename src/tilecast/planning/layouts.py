@@ -42,23 +42,40 @@ class ServeSearch:
 
     @classmethod
     def from_mapping(cls, cfg: Mapping | None) -> ServeSearch:
-        cfg = dict(cfg or {})
-        unknown = sorted(set(cfg) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"search.serve: unknown key(s) {', '.join(unknown)} (known: "
-                             f"{', '.join(cls.__dataclass_fields__)})")
-        out = {}
-        for key, value in cfg.items():
-            if key == "disaggregated":
-                if not isinstance(value, bool):
-                    raise ValueError(f"search.serve.disaggregated must be true or false, got {value!r}")
-                out[key] = value
-                continue
+        return cls(**search_fields(cls, cfg, "search.serve", flags=("disaggregated",)))
+
+
+def search_fields(cls: type, cfg: Mapping | None, section: str, flags: tuple[str, ...] = (),
+                  ints: tuple[str, ...] = (), words: tuple[str, ...] = ()) -> dict:
+    """A search-space config (``conf/plan.yaml`` ``search.serve`` / ``search.train``) as the fields of ``cls``:
+    ``flags`` true / false, ``ints`` positive integers, ``words`` lists of names, every other field a list of
+    positive integers (sorted, distinct). An unknown key or a bad value is an error naming it."""
+    cfg = dict(cfg or {})
+    unknown = sorted(set(cfg) - set(cls.__dataclass_fields__))
+    if unknown:
+        raise ValueError(f"{section}: unknown key(s) {', '.join(unknown)} (known: "
+                         f"{', '.join(cls.__dataclass_fields__)})")
+    out: dict = {}
+    for key, value in cfg.items():
+        if key in flags:
+            if not isinstance(value, bool):
+                raise ValueError(f"{section}.{key} must be true or false, got {value!r}")
+            out[key] = value
+        elif key in ints:
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{section}.{key} must be a positive integer, got {value!r}")
+            out[key] = value
+        else:
             items = value if isinstance(value, list | tuple) else [value]
+            if key in words:
+                if not items:
+                    raise ValueError(f"{section}.{key} must not be empty")
+                out[key] = tuple(dict.fromkeys(str(v) for v in items))
+                continue
             if not items or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in items):
-                raise ValueError(f"search.serve.{key} must be a list of positive integers, got {value!r}")
+                raise ValueError(f"{section}.{key} must be a list of positive integers, got {value!r}")
             out[key] = tuple(sorted(set(int(v) for v in items)))
-        return cls(**out)
+    return out
 
 
 def layout_label(row: Mapping) -> str:
@@ -135,4 +152,4 @@ def serve_layouts(gpus: Sequence[str], dtypes: Sequence[str], search: ServeSearc
 
 
 __all__ = ["DEFAULT_CONCURRENCY", "LAYOUT_COLUMNS", "NOT_ANSWERED", "ServeSearch", "gpus_per_replica",
-           "layout_label", "not_answered", "serve_layouts"]
+           "layout_label", "not_answered", "search_fields", "serve_layouts"]

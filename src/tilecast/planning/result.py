@@ -25,6 +25,40 @@ STATUSES = ("meets", "meets only at the point forecast", "misses the target", "t
             "memory unknown", "failed", "not modelled", "not supported")
 
 
+def rank_order(rows: pd.DataFrame, objective: np.ndarray, *tiebreaks: np.ndarray) -> np.ndarray:
+    """Candidates best first: by status (:data:`STATUSES`), then the feasible ones by ``objective`` (lower is
+    better) and ``tiebreaks`` in turn, the others by how far they miss (``miss_pct``)."""
+    big = np.inf
+    miss = rows["miss_pct"].to_numpy(dtype=float) if "miss_pct" in rows else np.full(len(rows), np.nan)
+    key = np.where(rows["feasible"].to_numpy(dtype=bool), np.nan_to_num(np.asarray(objective, dtype=float), nan=big),
+                   np.nan_to_num(miss, nan=big))
+    return np.lexsort((*(np.nan_to_num(np.asarray(t, dtype=float), nan=big) for t in reversed(tiebreaks)), key,
+                       rows["status_rank"].to_numpy()))
+
+
+def keep(ranked: pd.DataFrame, front: np.ndarray, group: list[str], why, front_order: str
+         ) -> tuple[bool, pd.DataFrame, pd.DataFrame]:
+    """The decision from ranked candidates (best first): the first is the plan when it is feasible; kept are
+    per ``group`` its best candidate, the front (``front``: a mask over ``ranked``) and the plan, each with
+    ``why(kept, plan_row_or_None)``; the front's rows sorted by ``front_order``."""
+    ranked = ranked.reset_index(drop=True)
+    feasible = bool(ranked["feasible"].any())
+    ranked["chosen"] = False
+    if feasible:
+        ranked.loc[0, "chosen"] = True
+    ranked["pareto"] = front
+    best = ~ranked.duplicated(group, keep="first").to_numpy()
+    kept = ranked.loc[best | front | ranked["chosen"].to_numpy()].copy()
+    kept["why"] = why(kept, ranked.iloc[0] if feasible else None)
+    pareto = kept.loc[kept["pareto"]].sort_values(front_order).reset_index(drop=True)
+    return feasible, kept.reset_index(drop=True), pareto
+
+
+def fitting(rows: pd.DataFrame) -> np.ndarray:
+    """Candidates that were answered and fit (the statuses a Pareto front is drawn over)."""
+    return rows["status"].isin(STATUSES[:4]).to_numpy()
+
+
 @dataclass
 class Plan:
     """The answer to one question (serving or training)."""
@@ -93,4 +127,4 @@ def _record(row: pd.Series) -> dict[str, Any]:
     return out
 
 
-__all__ = ["PLAN_COLUMNS", "Plan", "STATUSES", "TRAIN_PLAN_COLUMNS"]
+__all__ = ["PLAN_COLUMNS", "Plan", "STATUSES", "TRAIN_PLAN_COLUMNS", "fitting", "keep", "rank_order"]

@@ -23,7 +23,7 @@ import pandas as pd
 from tilecast.planning.layouts import LAYOUT_COLUMNS
 from tilecast.planning.pareto import pareto_mask
 from tilecast.planning.questions import HOURS_PER_MONTH, ServeQuestion
-from tilecast.planning.result import PLAN_COLUMNS, STATUSES, Plan
+from tilecast.planning.result import PLAN_COLUMNS, STATUSES, Plan, fitting, keep, rank_order
 from tilecast.scoring.engine import not_supported
 
 S_PER_HOUR = 3600.0
@@ -129,36 +129,15 @@ def decide(rows: pd.DataFrame, question: ServeQuestion, top: int = 20) -> tuple[
     Kept: per (GPU, dtype, layout) its best candidate (the cheapest feasible one, else the closest to meeting
     the question), and the Pareto front's candidates. The front: answered candidates that fit, no other beating
     them on both output tokens/s per GPU and per user."""
-    order = _rank(rows)
-    ranked = rows.iloc[order].reset_index(drop=True)
-    feasible = bool(ranked["feasible"].any())
-    ranked["chosen"] = False
-    if feasible:
-        ranked.loc[0, "chosen"] = True
-    fit = ranked["status"].isin(STATUSES[:4]).to_numpy()
-    per_gpu = ranked["tokens_per_s_per_gpu"].to_numpy(dtype=float)
-    per_user = ranked["tokens_per_s_per_user"].to_numpy(dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        front = pareto_mask(np.where(fit, 1.0 / per_gpu, np.nan), np.where(fit, 1.0 / per_user, np.nan))
-    ranked["pareto"] = front
-    best = ~ranked.duplicated(["gpu", "dtype", "layout"], keep="first").to_numpy()
-    kept = ranked.loc[best | front | ranked["chosen"].to_numpy()].copy()
-    kept["why"] = why(kept, question, ranked.iloc[0] if feasible else None)
-    pareto = kept.loc[kept["pareto"]].sort_values("tokens_per_s_per_user").reset_index(drop=True)
-    return feasible, kept.reset_index(drop=True), pareto
-
-
-def _rank(rows: pd.DataFrame) -> np.ndarray:
-    """Candidates best first: status, then (feasible) cost, GPUs, margin, (others) the miss."""
-    cost = rows["usd_per_month"].to_numpy(dtype=float)
     gpus = rows["n_gpus"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-    miss = rows["miss_pct"].to_numpy(dtype=float) if "miss_pct" in rows else np.full(len(rows), np.nan)
-    margin = rows["margin_pct"].to_numpy(dtype=float) if "margin_pct" in rows else np.full(len(rows), np.nan)
-    big = np.inf
-    key_cost = np.where(np.isfinite(cost), cost, big)
-    return np.lexsort((np.nan_to_num(-margin, nan=big), np.nan_to_num(gpus, nan=big),
-                       np.where(rows["feasible"].to_numpy(), key_cost, np.nan_to_num(miss, nan=big)),
-                       rows["status_rank"].to_numpy()))
+    margin = rows["margin_pct"].to_numpy(dtype=float)
+    ranked = rows.iloc[rank_order(rows, rows["usd_per_month"].to_numpy(dtype=float), gpus, -margin)]
+    fit = fitting(ranked)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        front = pareto_mask(np.where(fit, 1.0 / ranked["tokens_per_s_per_gpu"].to_numpy(dtype=float), np.nan),
+                            np.where(fit, 1.0 / ranked["tokens_per_s_per_user"].to_numpy(dtype=float), np.nan))
+    return keep(ranked, front, ["gpu", "dtype", "layout"], lambda kept, plan: why(kept, question, plan),
+                "tokens_per_s_per_user")
 
 
 def _ms(v: float) -> str:

@@ -47,9 +47,10 @@ from tilecast.forecast.train_run import (
     price_matrix,
 )
 from tilecast.forecast.workload import check_gpu_dtype
+from tilecast.planning.layouts import search_fields
 from tilecast.planning.pareto import pareto_mask
 from tilecast.planning.questions import S_PER_DAY, DeadlineError, TrainQuestion
-from tilecast.planning.result import STATUSES, TRAIN_PLAN_COLUMNS, Plan
+from tilecast.planning.result import STATUSES, TRAIN_PLAN_COLUMNS, Plan, fitting, keep, rank_order
 from tilecast.specs import SpecError, get_gpu
 from tilecast.specs.train_run import TrainRun
 
@@ -72,24 +73,8 @@ class TrainSearch:
 
     @classmethod
     def from_mapping(cls, cfg: Mapping | None) -> TrainSearch:
-        cfg = dict(cfg or {})
-        unknown = sorted(set(cfg) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"search.train: unknown key(s) {', '.join(unknown)} (known: "
-                             f"{', '.join(cls.__dataclass_fields__)})")
-        out: dict[str, Any] = {}
-        for key, value in cfg.items():
-            if key in ("gpus_per_node", "round_size"):
-                if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                    raise ValueError(f"search.train.{key} must be a positive integer, got {value!r}")
-                out[key] = value
-                continue
-            items = value if isinstance(value, list | tuple) else [value]
-            if not items:
-                raise ValueError(f"search.train.{key} must not be empty")
-            out[key] = tuple(dict.fromkeys(str(v) if key in ("sharding", "activation_checkpointing") else v
-                                           for v in items))
-        return cls(**out)
+        return cls(**search_fields(cls, cfg, "search.train", ints=("gpus_per_node", "round_size"),
+                                   words=("sharding", "activation_checkpointing")))
 
 
 def layout_label(run: TrainRun) -> str:
@@ -192,10 +177,12 @@ def search_runs(question: TrainQuestion, search: TrainSearch, predict: FamilyPre
             rows.append({"gpu": key, "dtype": question.dtype, "status": "not supported", "error": str(exc)})
     fit_items = []
     labels = np.array([layout_label(r) for r in runs], dtype=object)
+    # what a run needs per GPU does not depend on the GPU, only what it holds does: one memory model per run,
+    # compared with every GPU's capacity (as train_memory states it)
+    need = np.array([train_memory(run, gpus[0]).total_bytes for run in runs]) if gpus and runs else np.zeros(0)
     for gpu in gpus:
-        mems = [train_memory(run, gpu) for run in runs]
-        need = np.array([m.total_bytes for m in mems])
-        fits = np.array([m.fits for m in mems], dtype=bool)
+        capacity = train_memory(runs[0], gpu).capacity_bytes if runs else 0.0
+        fits = need <= capacity
         fit_items += [(runs[i], gpu.key) for i in np.flatnonzero(fits)]
         # a run that does not fit: kept once per layout, the one closest to fitting (the rest are counted)
         out = np.flatnonzero(~fits)
@@ -348,25 +335,11 @@ def decide(rows: pd.DataFrame, q: TrainQuestion, top: int = 20) -> tuple[bool, p
     feasible run (a deadline) or the fastest (a budget), then fewer GPUs. Kept: per (GPU, layout) its best run,
     the front, and the plan."""
     objective = rows["usd_to_train"] if q.days is not None else rows["days_to_train"]
-    miss = rows["miss_pct"].to_numpy(dtype=float)
-    big = np.inf
-    order = np.lexsort((rows["n_gpus"].to_numpy(dtype=float),
-                        np.where(rows["feasible"], np.nan_to_num(objective.to_numpy(dtype=float), nan=big),
-                                 np.nan_to_num(miss, nan=big)),
-                        rows["status_rank"].to_numpy()))
-    ranked = rows.iloc[order].reset_index(drop=True)
-    feasible = bool(ranked["feasible"].any())
-    ranked["chosen"] = False
-    if feasible:
-        ranked.loc[0, "chosen"] = True
-    fit = ranked["status"].isin(STATUSES[:4]).to_numpy()
-    ranked["pareto"] = pareto_mask(np.where(fit, ranked["usd_to_train"], np.nan),
-                                   np.where(fit, ranked["days_to_train"], np.nan))
-    best = ~ranked.duplicated(["gpu", "layout"], keep="first").to_numpy()
-    kept = ranked.loc[best | ranked["pareto"].to_numpy() | ranked["chosen"].to_numpy()].copy()
-    kept["why"] = why(kept, q, ranked.iloc[0] if feasible else None)
-    pareto = kept.loc[kept["pareto"]].sort_values("days_to_train").reset_index(drop=True)
-    return feasible, kept.reset_index(drop=True), pareto
+    gpus = rows["n_gpus"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    ranked = rows.iloc[rank_order(rows, objective.to_numpy(dtype=float), gpus)]
+    fit = fitting(ranked)
+    front = pareto_mask(np.where(fit, ranked["usd_to_train"], np.nan), np.where(fit, ranked["days_to_train"], np.nan))
+    return keep(ranked, front, ["gpu", "layout"], lambda kept, plan: why(kept, q, plan), "days_to_train")
 
 
 def why(kept: pd.DataFrame, q: TrainQuestion, plan: pd.Series | None) -> list[str]:
