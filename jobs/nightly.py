@@ -27,8 +27,7 @@ def main(cfg: DictConfig) -> None:
     result = run_nightly(settings_from_config(OmegaConf.to_container(cfg, resolve=True)),
                          OmegaConf.to_yaml(cfg, resolve=True))
     s = result.run.stats
-    serve = f", {s.serve_cells} serve cells ({s.failed_serve_cells} failed)" if s.serve_cells else ""
-    print(f"nightly {result.run.meta['date']}: {s.cells} cells ({s.failed_cells} failed){serve} in "
+    print(f"nightly {result.run.meta['date']}: {s.summary()} in "
           f"{s.timings_s.get('total', float('nan')):.1f} s -> {result.run.path}\n"
           f"report: {result.report_html}\nMLflow run {result.mlflow_run_id} (experiment nightly)")
 

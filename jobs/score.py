@@ -25,9 +25,7 @@ def main(cfg: DictConfig) -> None:
     from tilecast.pipelines.score import run_score, settings_from_config
 
     run = run_score(settings_from_config(OmegaConf.to_container(cfg, resolve=True)))
-    serve = (f", {run.stats.serve_cells} serve cells ({run.stats.failed_serve_cells} failed)"
-             if run.stats.serve_cells else "")
-    print(f"{run.stats.cells} cells ({run.stats.failed_cells} failed){serve} -> {run.path}")
+    print(f"{run.stats.summary()} -> {run.path}")
 
 
 if __name__ == "__main__":

@@ -66,11 +66,24 @@ class ScoreStats:
     failed_cells: int = 0
     unsupported_cells: int = 0  # cells of a (GPU, dtype) pair the GPU has no peak for
     serve_cells: int = 0
-    failed_serve_cells: int = 0
+    failed_serve_cells: int = 0  # serve cells with an error, the unsupported ones included
+    unsupported_serve_cells: int = 0  # serve cells of a (GPU, dtype) pair the GPU has no peak for
     unknown_memory_cells: int = 0
     tasks: int = 0
     notes: list[str] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """``N cells (K not supported, F failed), M serve cells (...)``: a cell whose GPU has no peak for its dtype
+        is not supported, not a failure."""
+        def part(n: int, bad: int, unsupported: int, what: str) -> str:
+            inner = f"{unsupported} not supported, " if unsupported else ""
+            return f"{n} {what} ({inner}{bad - unsupported} failed)"
+
+        text = part(self.cells, self.failed_cells, self.unsupported_cells, "cells")
+        if self.serve_cells:
+            text += ", " + part(self.serve_cells, self.failed_serve_cells, self.unsupported_serve_cells, "serve cells")
+        return text
 
     def as_dict(self) -> dict:
         return {**{k: v for k, v in vars(self).items() if k != "timings_s"},
@@ -436,6 +449,7 @@ def score_grid(cells: pd.DataFrame, client: Client, source: PredictorSource, pri
         served["predictor"] = source.label
         served["versions"] = source.versions_json()
         stats.failed_serve_cells = int(served["error"].notna().sum())
+        stats.unsupported_serve_cells = int(not_supported(served["error"]).sum())
     stats.timings_s["aggregate"] = time.perf_counter() - t2
     table = out.drop(columns=["graph_id", "graph_error", "mem_error", "nan_ops", "forecast_error"])
     return GridScores(table, served, stats)
