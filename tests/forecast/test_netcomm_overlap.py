@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,3 +78,31 @@ def test_the_step_lies_between_the_busier_stream_and_everything_in_series(items)
     assert max(compute, comm) - 1e-9 <= t.end_ms <= compute + comm + 1e-9
     assert t.exposed_total_ms <= comm + 1e-9
     assert abs(t.end_ms - (compute + t.exposed_total_ms)) < 1e-6 or compute == 0
+
+
+def test_a_hidden_collective_slows_the_compute_it_runs_under_by_the_contention():
+    s = Schedule()
+    s.comm(5.0, "all_gather")
+    s.compute(10.0, "fw")
+    t = simulate(s.tasks, contention=0.2)
+    # 5 ms beside the gather at 0.8 of the speed (4 ms of work), the other 6 ms alone
+    assert t.end_ms == pytest.approx(11.0) and t.contention_ms == {"all_gather": pytest.approx(1.0)}
+    assert t.exposed_ms == {} and t.compute_ms == 10.0
+    assert simulate(s.tasks).end_ms == 10.0
+    with pytest.raises(ValueError, match="contention"):
+        simulate(s.tasks, contention=1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.floats(0.0, 50.0), st.booleans()), min_size=1, max_size=30),
+       st.floats(0.0, 0.9))
+def test_contention_only_lengthens_the_step_and_the_parts_add_up(items, share):
+    tasks = [Task(COMM if is_comm else COMPUTE, ms, "all_gather" if is_comm else "fw",
+                  (i - 1,) if dep and i else ()) for i, (is_comm, ms, dep) in enumerate(items)]
+    free, slowed = simulate(tasks), simulate(tasks, share)
+    assert slowed.end_ms >= free.end_ms - 1e-6
+    comm = sum(x.ms for x in tasks if x.stream == COMM)
+    assert sum(slowed.contention_ms.values()) <= share * comm + 1e-6
+    if slowed.compute_ms > 0:
+        assert slowed.end_ms == pytest.approx(slowed.compute_ms + slowed.exposed_total_ms
+                                              + sum(slowed.contention_ms.values()), abs=1e-6)
