@@ -54,3 +54,18 @@ def test_one_rank_costs_nothing_and_unknown_collectives_are_named():
     assert ring_steps("all_reduce", np.array(8.0)) == 14.0 and ring_steps("all_gather", np.array(8.0)) == 7.0
     with pytest.raises(ValueError, match="unknown collective"):
         regime_ms("broadcast", 1e6, 8, 300.0)
+
+
+def test_a_ring_across_nodes_pays_the_network_hop_measured_by_vidur_at_every_step():
+    from tilecast.data import load_vidur
+    from tilecast.forecast.collectives import NETWORK_HOP_US, fit_network_hop_us
+    from tilecast.forecast.netcomm import NetworkComm, Placement
+    from tilecast.specs import get_gpu
+
+    assert fit_network_hop_us(load_vidur("network")) == NETWORK_HOP_US > NCCL_REGIMES["all_gather"].hop_us
+    a100, net = get_gpu("a100_sxm4_80gb"), NetworkComm()
+    tiny = 1024.0  # latency-bound: the ring's steps dominate
+    inside = float(net.collective_ms("all_gather", tiny, a100, Placement(8, 8)))
+    across = float(net.collective_ms("all_gather", tiny, a100, Placement(128, 8)))
+    assert across - inside == pytest.approx(1e-3 * (127 * NETWORK_HOP_US - 7 * NCCL_REGIMES["all_gather"].hop_us),
+                                            rel=0.05)

@@ -57,6 +57,10 @@ NCCL_REGIMES: dict[str, CollectiveFit] = {
     "reduce_scatter": CollectiveFit(1.07, (Regime(8.5, 0.223), Regime(27.41, 0.559), Regime(138.24, 0.705))),
     "alltoall": CollectiveFit(0.17, (Regime(10.05, 0.019), Regime(15.2, 0.402), Regime(43.38, 0.578))),
 }
+#: latency (us) of one ring step that crosses the network: :func:`fit_network_hop_us` on Vidur's two-node rows
+NETWORK_HOP_US = 15.14
+#: messages at most this large time a hop's latency in :func:`fit_network_hop_us`
+HOP_MAX_BYTES = 65536
 #: ring steps of a collective over ``p`` ranks (an all-reduce is a reduce-scatter then an all-gather)
 RING_STEPS = {"all_reduce": lambda p: 2.0 * (p - 1.0)}
 #: the collectives :func:`fit_regimes` fits by default (all the tables measure)
@@ -72,9 +76,10 @@ def ring_steps(op: str, p: np.ndarray) -> np.ndarray:
 
 
 def regime_ms(op: str, nbytes: float | np.ndarray, ranks: float | np.ndarray, bandwidth_gbs: float | np.ndarray,
-              regimes: Mapping[str, CollectiveFit] | None = None) -> np.ndarray:
+              regimes: Mapping[str, CollectiveFit] | None = None, hop_us: float | None = None) -> np.ndarray:
     """ms of collective ``op`` of ``nbytes`` (the message's full size) over a ring of ``ranks`` on links of
-    ``bandwidth_gbs`` per direction (module docstring); 0 over one rank."""
+    ``bandwidth_gbs`` per direction (module docstring); ``hop_us``: a ring step's latency when it is not the
+    fitted NVLink one (a ring across nodes); 0 over one rank."""
     if op not in COLLECTIVE_FACTORS:
         raise ValueError(f"unknown collective {op!r}; known: {', '.join(COLLECTIVE_FACTORS)}")
     fit = (regimes or NCCL_REGIMES)[op]
@@ -83,7 +88,8 @@ def regime_ms(op: str, nbytes: float | np.ndarray, ranks: float | np.ndarray, ba
     q = np.maximum(p, 1.0)
     wire_ms = COLLECTIVE_FACTORS[op](q) * nbytes * 1e3 / (bw * GB_SI)
     best = np.min([r.base_us * 1e-3 + wire_ms / r.efficiency for r in fit.regimes], axis=0)
-    return np.where(p > 1, fit.hop_us * 1e-3 * ring_steps(op, q) + best, 0.0)
+    hop = fit.hop_us if hop_us is None else hop_us
+    return np.where(p > 1, hop * 1e-3 * ring_steps(op, q) + best, 0.0)
 
 
 def nccl_rows(nccl: pd.DataFrame, nvlink_only: bool = True) -> pd.DataFrame:
@@ -137,5 +143,21 @@ def fit_regimes(nccl: pd.DataFrame, ops: tuple[str, ...] = FITTED_OPS) -> dict[s
     return {op: fit_op(rows, op) for op in ops}
 
 
-__all__ = ["FITTED_OPS", "NCCL_REGIMES", "RING_STEPS", "CollectiveFit", "Regime", "fit_op", "fit_regimes", "nccl_rows",
-           "regime_ms", "ring_steps"]
+def fit_network_hop_us(vidur_network: pd.DataFrame, node: str = "a100_dgx",
+                       regimes: Mapping[str, CollectiveFit] | None = None) -> float:
+    """A ring step's latency across the network (us) from Vidur's network table (``load_vidur("network")``): the
+    median time of a send / receive of at most :data:`HOP_MAX_BYTES` between two nodes minus that between two GPUs
+    of one node, plus the NVLink ring step of :data:`NCCL_REGIMES`' all-gather. Vidur's fp16 ``size`` is in
+    elements."""
+    rows = vidur_network.loc[(vidur_network["node"] == node) & (vidur_network["collective"] == "send_recv")
+                             & (vidur_network["size"] * 2 <= HOP_MAX_BYTES)]
+    across = rows.loc[rows["devices_per_node"] < rows["num_workers"], "latency_ms"]
+    inside = rows.loc[rows["devices_per_node"] >= rows["num_workers"], "latency_ms"]
+    if across.empty or inside.empty:
+        raise ValueError(f"Vidur's network table has no small send / receive of {node!r} inside and across nodes")
+    step = (regimes or NCCL_REGIMES)["all_gather"].hop_us
+    return round(float(across.median() - inside.median()) * 1e3 + step, 2)
+
+
+__all__ = ["FITTED_OPS", "HOP_MAX_BYTES", "NCCL_REGIMES", "NETWORK_HOP_US", "RING_STEPS", "CollectiveFit", "Regime",
+           "fit_network_hop_us", "fit_op", "fit_regimes", "nccl_rows", "regime_ms", "ring_steps"]

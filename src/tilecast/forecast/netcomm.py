@@ -15,8 +15,10 @@ sharding, a pipeline boundary) is bounded by one NIC. On an NVLink GPU a collect
 :func:`tilecast.forecast.collectives.regime_ms` over ``bw``: NCCL's protocol regimes (start-up and per-ring-step
 latency, link efficiency) fitted on the shipped one-node NCCL tables, checked leave one GPU out there
 (``benchmarks/training_at_scale.md``), and taken to hold across nodes too (nothing public measures a
-rail-optimised cluster's collectives; Vidur's two-node DGX rows run far below their NICs, and the same benchmark
-says by how much). A GPU without NVLink keeps :class:`~tilecast.forecast.comm.CommModel`'s ring at 0.72 of the
+rail-optimised cluster's collective bandwidth; Vidur's two-node DGX rows run far below their NICs, and the same
+benchmark says by how much), except that every step of a ring that crosses the network pays a network hop's
+latency (:data:`~tilecast.forecast.collectives.NETWORK_HOP_US`, from Vidur's small two-node messages). A GPU
+without NVLink keeps :class:`~tilecast.forecast.comm.CommModel`'s ring at 0.72 of the
 link plus NCCL's latency floor ``base + per_gpu x p`` (:data:`~tilecast.forecast.comm.FLOORS_MS`): the tables'
 PCIe machines lose bandwidth beyond two GPUs in ways their spec sheets do not show.
 """
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tilecast.forecast.collectives import NCCL_REGIMES, CollectiveFit, regime_ms
+from tilecast.forecast.collectives import NCCL_REGIMES, NETWORK_HOP_US, CollectiveFit, regime_ms
 from tilecast.forecast.comm import COLLECTIVE_FACTORS, FLOORS_MS, GB_SI, CommModel, floor_ms
 from tilecast.specs import GpuSpec
 
@@ -62,13 +64,15 @@ def placement(ranks: int, stride: int, gpus_per_node: int) -> Placement:
 class NetworkComm:
     """Timing of collectives over a :class:`Placement` (module docstring). ``nic_gbs``: network GB/s per GPU
     per direction (None: the GPU's catalog ``network_gbs``, else :data:`DEFAULT_NIC_GBS`); ``regimes``: the NVLink
-    GPUs' protocol regimes (None: :data:`~tilecast.forecast.collectives.NCCL_REGIMES`); ``base`` and ``floors``:
+    GPUs' protocol regimes (None: :data:`~tilecast.forecast.collectives.NCCL_REGIMES`); ``network_hop_us``: a ring
+    step's latency when the ring crosses the network; ``base`` and ``floors``:
     the model of GPUs without NVLink (and of point-to-point transfers)."""
 
     base: CommModel = CommModel(floors=True)
     nic_gbs: float | None = None
     floors: dict[str, tuple[float, float]] | None = None  # None: FLOORS_MS
     regimes: dict[str, CollectiveFit] | None = None
+    network_hop_us: float = NETWORK_HOP_US
 
     def nic(self, gpu: GpuSpec) -> float:
         if self.nic_gbs is not None:
@@ -104,7 +108,8 @@ class NetworkComm:
         if where.ranks <= 1:
             return np.zeros_like(nbytes)
         if gpu.nvlink_gbs:
-            return regime_ms(op, nbytes, float(where.ranks), self.link_gbs(gpu, where), self.regimes)
+            hop = None if where.intra_node else self.network_hop_us
+            return regime_ms(op, nbytes, float(where.ranks), self.link_gbs(gpu, where), self.regimes, hop)
         p = np.full(nbytes.shape, float(where.ranks))
         bw = self.bandwidth_gbs(gpu, where) * GB_SI / 1e3  # bytes per ms
         ms = COLLECTIVE_FACTORS[op](p) * nbytes / bw
