@@ -13,8 +13,9 @@ COLLECTIVE_FACTORS`). Per collective, ``hop`` and three ``(base_us, efficiency)`
 are fitted by :func:`fit_regimes` on the NVLink GPUs of ``load_aiconfigurator("nccl")`` (A100-SXM4, B200,
 B300, GB200 at 2-8 ranks, 512 B - 512 MiB), least squares of the log time: the regimes are what the tables
 show, not NCCL's own constants (a ring step costs about 1.1 us on every NVLink generation). Leave one GPU out
-on those tables the MAPE is 8-11% over all sizes (7-16% at >= 16 MiB; ``benchmarks/training_at_scale.md``),
-against 24-28% (29-38%) for a fixed 0.72 of the link and NCCL's latency floor. The tables' two PCIe machines
+on those tables the MAPE per collective is 9-10% over all sizes (10-14% at >= 16 MiB;
+``benchmarks/training_at_scale.md``), against 15-20% (17-29%) for a fixed 0.72 of the link and NCCL's latency
+floor. The tables' two PCIe machines
 (L40S, RTX PRO 6000) lose bandwidth with every GPU beyond two in ways their spec sheets do not show, so GPUs
 without NVLink keep :class:`~tilecast.forecast.comm.CommModel`'s.
 

@@ -110,10 +110,17 @@ class NetworkComm:
         if gpu.nvlink_gbs:
             hop = None if where.intra_node else self.network_hop_us
             return regime_ms(op, nbytes, float(where.ranks), self.link_gbs(gpu, where), self.regimes, hop)
+        return self.link_share_ms(op, nbytes, gpu, where)
+
+    def link_share_ms(self, op: str, nbytes: np.ndarray, gpu: GpuSpec, where: Placement) -> np.ndarray:
+        """The model of GPUs without NVLink: the ring at ``base.efficiency`` of the group's link plus NCCL's latency
+        floor (what every GPU got before the NCCL regimes; ``benchmarks/training_at_scale.md`` compares them)."""
+        nbytes = np.asarray(nbytes, dtype=float)
+        if where.ranks <= 1:
+            return np.zeros_like(nbytes)
         p = np.full(nbytes.shape, float(where.ranks))
-        bw = self.bandwidth_gbs(gpu, where) * GB_SI / 1e3  # bytes per ms
-        ms = COLLECTIVE_FACTORS[op](p) * nbytes / bw
-        return ms + floor_ms(op, p, self.floors or FLOORS_MS)
+        bw = self.link_gbs(gpu, where) * self.base.efficiency * GB_SI / 1e3  # bytes per ms
+        return COLLECTIVE_FACTORS[op](p) * nbytes / bw + floor_ms(op, p, self.floors or FLOORS_MS)
 
     def sendrecv_ms(self, nbytes: float | np.ndarray, gpu: GpuSpec, across_nodes: bool) -> np.ndarray:
         """ms of a point-to-point transfer (pipeline boundary): over the link, or one NIC across nodes, at

@@ -42,6 +42,7 @@ from tilecast.forecast.ops import op_latency_ms
 from tilecast.forecast.overlap import Schedule, Timeline, simulate
 from tilecast.forecast.train_graph import micro_batch_graph
 from tilecast.forecast.train_memory import (
+    UNITS_IN_FLIGHT,
     FitAdvice,
     RankShape,
     TrainMemory,
@@ -178,24 +179,25 @@ def _micro_batch(run: TrainRun, mb: MicroBatchTimes, times: dict[str, float], n_
     root = first or last
     root_ag = s.comm(times["gather_root"], "all_gather") if gathers_fw and root else None
     prev = s.compute(mb.fw_pro + (mb.tp_root if first else 0.0), "fw", root_ag) if first else None
+    depth = max(1, UNITS_IN_FLIGHT)  # blocks gathered at once (FSDP's limit_all_gathers)
     ag: dict[int, int] = {}
     if gathers_fw:
-        for i in range(min(2, n_layers)):
+        for i in range(min(depth, n_layers)):
             ag[i] = s.comm(times["gather_layer"], "all_gather")
     for i in range(n_layers):
         prev = s.compute(fw_l, "fw", ag.get(i), prev)
-        if gathers_fw and i + 2 < n_layers:
-            ag[i + 2] = s.comm(times["gather_layer"], "all_gather", prev)
+        if gathers_fw and i + depth < n_layers:
+            ag[i + depth] = s.comm(times["gather_layer"], "all_gather", prev)
     if last:
         prev = s.compute(mb.fw_epi + mb.bw_epi, "fw", prev)
     bag: dict[int, int] = {}
     if gathers_bw:
-        for i in range(n_layers - 1, max(-1, n_layers - 3), -1):
+        for i in range(n_layers - 1, max(-1, n_layers - 1 - depth), -1):
             bag[i] = s.comm(times["gather_layer"], "all_gather", prev)
     for i in range(n_layers - 1, -1, -1):
         prev = s.compute(bw_l, "bw", bag.get(i), prev)
-        if gathers_bw and i - 2 >= 0:
-            bag[i - 2] = s.comm(times["gather_layer"], "all_gather", prev)
+        if gathers_bw and i - depth >= 0:
+            bag[i - depth] = s.comm(times["gather_layer"], "all_gather", prev)
         if reduces:
             r = s.comm(times["reduce_layer"], red_kind, prev)
             if level == "hybrid":
@@ -514,12 +516,12 @@ def price_ms(frame: pd.DataFrame, run: TrainRun, gpu: GpuSpec, predict: FamilyPr
 
 
 def assemble(run: TrainRun, gpu: GpuSpec, mb: MicroBatchTimes, shape: RankShape | None = None,
-             pricing: Mapping[str, float] | None = None, advise: bool = True, nccl_channels: float | None = None
-             ) -> TrainRunForecast:
+             pricing: Mapping[str, float] | None = None, advise: bool = True, nccl_channels: float | None = None,
+             comm: NetworkComm | None = None) -> TrainRunForecast:
     """The forecast from one micro-batch's kernel times (what the grid scorer computes for many GPUs at once);
-    ``nccl_channels``: see :func:`step_parts`."""
+    ``nccl_channels``: see :func:`step_parts`; ``comm``: the collectives' timing (None: :func:`comm_model`)."""
     shape = shape or rank_shape(run)
-    comm = comm_model(run)
+    comm = comm or comm_model(run)
     parts = step_parts(run, gpu, mb, shape, comm, nccl_channels)
     mem = train_memory(run, gpu, shape)
     n_params = model_params(run)
