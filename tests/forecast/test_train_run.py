@@ -10,7 +10,19 @@ from tilecast.evaluation.training_runs import row_run
 from tilecast.forecast.mfu import flops_per_token, hardware_flops_per_token, utilisation_pct
 from tilecast.forecast.train_graph import lora_tape, micro_batch_graph
 from tilecast.forecast.train_memory import fitting_change, rank_shape, train_memory
-from tilecast.forecast.train_run import forecast_train_run, model_params
+from tilecast.forecast.train_run import (
+    FLASH_BACKWARD_FACTOR,
+    NCCL_CHANNELS,
+    assemble,
+    attention_backward_ms,
+    comm_model,
+    forecast_train_run,
+    micro_batch_frame,
+    micro_batch_times,
+    model_params,
+    nccl_sm_share,
+    price_ms,
+)
 from tilecast.graph.tape import Tape
 from tilecast.specs import UnsupportedDtypeError, get_gpu
 from tilecast.specs.train_run import LoraError, TrainRun
@@ -153,3 +165,35 @@ def test_step_time_is_finite_and_positive_for_a_grid_of_layouts():
             fc = forecast_train_run(mpt(sharding=sharding, activation_checkpointing=ckpt, n_gpus=16, grad_accum=1),
                                     A100)
             assert np.isfinite(fc.step_s) and fc.step_s > 0 and fc.memory.total_bytes > 0
+
+
+def test_nccl_holding_sms_slows_the_compute_it_hides_under():
+    run = TrainRun("mpt_7b", 2048, 2, 64, grad_accum=1, sharding="zero3", network="roce:200")
+    frame = micro_batch_frame(run)
+    mb = micro_batch_times(frame, price_ms(frame, run, A100, None, comm_model(run)),
+                           int(frame.attrs["num_layers"]))
+    free = assemble(run, A100, mb, advise=False, nccl_channels=0).parts
+    held = assemble(run, A100, mb, advise=False).parts
+    assert NCCL_CHANNELS > 0 and nccl_sm_share(A100) == pytest.approx(NCCL_CHANNELS / 108)
+    assert free.comm_contention_ms == {} and held.step_ms > free.step_ms
+    assert set(held.comm_contention_ms) <= set(held.comm_total_ms)
+    # one micro-batch per step on one stage: its wall time is compute + waits + contention
+    assert held.micro_batches_ms == pytest.approx(held.compute_ms + sum(held.comm_exposed_ms.values())
+                                                  + sum(held.comm_contention_ms.values()))
+
+
+def test_flash_attention_backward_is_a_multiple_of_its_forward_kernel():
+    run = TrainRun("mpt_125m", 2048, 2, 8, grad_accum=1, sharding="zero3")
+    frame = micro_batch_frame(run)
+    gemms = price_ms(frame, run, A100, None, comm_model(run), attention_backward="gemms")
+    flash = price_ms(frame, run, A100, None, comm_model(run))
+    names, count = frame["name"].to_numpy(dtype=object), frame["count"].to_numpy(dtype=float)
+    fw = np.flatnonzero((frame["kind"] == "attn").to_numpy())
+    assert len(fw) == 1
+    grads = names == f"{names[fw[0]]}.grad"
+    assert (flash[grads] * count[grads]).sum() == pytest.approx(FLASH_BACKWARD_FACTOR * flash[fw[0]] * count[fw[0]])
+    assert np.array_equal(flash[~grads], gemms[~grads])
+    np.testing.assert_allclose(attention_backward_ms(frame, gemms, "flash", 2.0)[grads] * count[grads] / 2.0,
+                               flash[grads] * count[grads] / FLASH_BACKWARD_FACTOR)
+    with pytest.raises(ValueError, match="attention_backward"):
+        price_ms(frame, run, A100, None, comm_model(run), attention_backward="eager")

@@ -42,6 +42,7 @@ from tilecast.forecast.ops import op_latency_matrix
 from tilecast.forecast.overlap import Schedule, Timeline, simulate
 from tilecast.forecast.train_graph import micro_batch_graph
 from tilecast.forecast.train_memory import (
+    UNITS_IN_FLIGHT,
     FitAdvice,
     RankShape,
     TrainMemory,
@@ -139,7 +140,8 @@ def comm_sizes(run: TrainRun, shape: RankShape) -> CommSizes:
 
 @dataclass(frozen=True)
 class StepParts:
-    """One step's wall-clock parts (ms) and the collectives' totals and exposed parts (ms per step)."""
+    """One step's wall-clock parts (ms) and the collectives' totals, exposed parts (compute waited for them) and
+    contention (compute slowed while they ran hidden under it: NCCL's SMs), ms per step."""
 
     step_ms: float
     micro_batches_ms: float
@@ -150,6 +152,7 @@ class StepParts:
     recompute_ms: float
     comm_total_ms: dict[str, float]
     comm_exposed_ms: dict[str, float]
+    comm_contention_ms: dict[str, float] = field(default_factory=dict)
 
 
 def _per_layer_compute(run: TrainRun, mb: MicroBatchTimes, cp_fw_ms: float, cp_bw_ms: float
@@ -164,7 +167,7 @@ def _per_layer_compute(run: TrainRun, mb: MicroBatchTimes, cp_fw_ms: float, cp_b
 
 
 def _micro_batch(run: TrainRun, mb: MicroBatchTimes, times: dict[str, float], n_layers: int, first: bool,
-                 last: bool, with_dp_comm: bool) -> Timeline:
+                 last: bool, with_dp_comm: bool, contention: float = 0.0) -> Timeline:
     """Simulate one micro-batch of one pipeline stage (``first`` / ``last``: holds the embeddings / the head)."""
     s = Schedule()
     level = run.sharding
@@ -176,24 +179,25 @@ def _micro_batch(run: TrainRun, mb: MicroBatchTimes, times: dict[str, float], n_
     root = first or last
     root_ag = s.comm(times["gather_root"], "all_gather") if gathers_fw and root else None
     prev = s.compute(mb.fw_pro + (mb.tp_root if first else 0.0), "fw", root_ag) if first else None
+    depth = max(1, UNITS_IN_FLIGHT)  # blocks gathered at once (FSDP's limit_all_gathers)
     ag: dict[int, int] = {}
     if gathers_fw:
-        for i in range(min(2, n_layers)):
+        for i in range(min(depth, n_layers)):
             ag[i] = s.comm(times["gather_layer"], "all_gather")
     for i in range(n_layers):
         prev = s.compute(fw_l, "fw", ag.get(i), prev)
-        if gathers_fw and i + 2 < n_layers:
-            ag[i + 2] = s.comm(times["gather_layer"], "all_gather", prev)
+        if gathers_fw and i + depth < n_layers:
+            ag[i + depth] = s.comm(times["gather_layer"], "all_gather", prev)
     if last:
         prev = s.compute(mb.fw_epi + mb.bw_epi, "fw", prev)
     bag: dict[int, int] = {}
     if gathers_bw:
-        for i in range(n_layers - 1, max(-1, n_layers - 3), -1):
+        for i in range(n_layers - 1, max(-1, n_layers - 1 - depth), -1):
             bag[i] = s.comm(times["gather_layer"], "all_gather", prev)
     for i in range(n_layers - 1, -1, -1):
         prev = s.compute(bw_l, "bw", bag.get(i), prev)
-        if gathers_bw and i - 2 >= 0:
-            bag[i - 2] = s.comm(times["gather_layer"], "all_gather", prev)
+        if gathers_bw and i - depth >= 0:
+            bag[i - depth] = s.comm(times["gather_layer"], "all_gather", prev)
         if reduces:
             r = s.comm(times["reduce_layer"], red_kind, prev)
             if level == "hybrid":
@@ -204,7 +208,7 @@ def _micro_batch(run: TrainRun, mb: MicroBatchTimes, times: dict[str, float], n_
         r = s.comm(times["reduce_root"], red_kind, prev)
         if level == "hybrid":
             s.comm(times["replica_root"], "all_reduce", r)
-    return simulate(s.tasks)
+    return simulate(s.tasks, contention)
 
 
 def _collective_times(run: TrainRun, gpu: GpuSpec, comm: NetworkComm, sizes: CommSizes) -> dict[str, float]:
@@ -238,9 +242,22 @@ def _cp_exchange_ms(run: TrainRun, gpu: GpuSpec, comm: NetworkComm) -> tuple[flo
     return one, 2.0 * one
 
 
-def step_parts(run: TrainRun, gpu: GpuSpec, mb: MicroBatchTimes, shape: RankShape, comm: NetworkComm
-               ) -> StepParts:
-    """Assemble one step from a micro-batch's kernel times (module docstring)."""
+#: thread blocks NCCL's data-parallel collectives hold while they run (one per channel, each on an SM the compute
+#: stream then lacks): NCCL's channel cap of the 2023 releases (``MAXCHANNELS``), an upper bound of the SM share and
+#: not fitted; ``benchmarks/training_at_scale.md`` shows what 0-64 would give
+NCCL_CHANNELS = 32.0
+
+
+def nccl_sm_share(gpu: GpuSpec, channels: float = NCCL_CHANNELS) -> float:
+    """Share of ``gpu``'s SMs NCCL's ``channels`` hold while a collective runs (the compute stream's loss)."""
+    return min(0.9, max(0.0, float(channels)) / max(1, gpu.num_sm))
+
+
+def step_parts(run: TrainRun, gpu: GpuSpec, mb: MicroBatchTimes, shape: RankShape, comm: NetworkComm,
+               nccl_channels: float | None = None) -> StepParts:
+    """Assemble one step from a micro-batch's kernel times (module docstring); ``nccl_channels``: the SMs NCCL's
+    collectives hold while compute runs (None: :data:`NCCL_CHANNELS`)."""
+    contention = nccl_sm_share(gpu, NCCL_CHANNELS if nccl_channels is None else nccl_channels)
     cp_fw, cp_bw = _cp_exchange_ms(run, gpu, comm)
     fw_l, bw_l, recompute = _per_layer_compute(run, mb, cp_fw, cp_bw)
     times = {"fw_layer": fw_l + mb.tp_layer * _tp_fw_share(mb), "bw_layer": bw_l + mb.tp_layer * (
@@ -251,7 +268,7 @@ def step_parts(run: TrainRun, gpu: GpuSpec, mb: MicroBatchTimes, shape: RankShap
     per_stage = []
     for first, last in stages:
         dp_every = run.sharding in ("zero2", "zero3", "hybrid")
-        with_comm = _micro_batch(run, mb, times, n_layers, first, last, True)
+        with_comm = _micro_batch(run, mb, times, n_layers, first, last, True, contention)
         plain = with_comm if dp_every else _micro_batch(run, mb, times, n_layers, first, last, False)
         per_stage.append((with_comm, plain))
     slow = max(range(len(per_stage)), key=lambda i: per_stage[i][1].end_ms)
@@ -281,11 +298,14 @@ def step_parts(run: TrainRun, gpu: GpuSpec, mb: MicroBatchTimes, shape: RankShap
         post = float(comm.collective_ms("all_gather", trainable * GATHER_BYTES, gpu, shard))
     totals: dict[str, float] = {k: 0.0 for k in COMM_KINDS}
     exposed: dict[str, float] = {k: 0.0 for k in COMM_KINDS}
+    slowed: dict[str, float] = {k: 0.0 for k in COMM_KINDS}
     n_comm = slots if dp_every else 1
     for kind, ms in with_comm.comm_ms.items():
         totals[kind] += ms * n_comm
     for kind, ms in with_comm.exposed_ms.items():
         exposed[kind] += ms * n_comm
+    for kind, ms in with_comm.contention_ms.items():
+        slowed[kind] += ms * n_comm
     totals["tp_all_reduce"] = exposed["tp_all_reduce"] = (mb.tp_layer * n_layers + mb.tp_root) * slots
     totals["cp_ring"] = (cp_fw + cp_bw) * n_layers * slots
     exposed["cp_ring"] = (max(0.0, cp_fw - mb.attn_fw_layer) + max(0.0, cp_bw - mb.attn_bw_layer)) * n_layers * slots
@@ -294,7 +314,8 @@ def step_parts(run: TrainRun, gpu: GpuSpec, mb: MicroBatchTimes, shape: RankShap
     compute = (plain.compute_ms if not dp_every else with_comm.compute_ms) * slots
     step = micro_ms + optimizer + clip + post
     return StepParts(step, micro_ms, optimizer, clip, bubble, compute, recompute * n_layers * slots,
-                     {k: v for k, v in totals.items() if v > 0}, {k: v for k, v in exposed.items() if v > 0})
+                     {k: v for k, v in totals.items() if v > 0}, {k: v for k, v in exposed.items() if v > 0},
+                     {k: v for k, v in slowed.items() if v > 0})
 
 
 def _tp_fw_share(mb: MicroBatchTimes) -> float:
@@ -379,7 +400,8 @@ class TrainRunForecast:
             "time_ms": {"micro_batches": p.micro_batches_ms, "compute": p.compute_ms, "recompute": p.recompute_ms,
                         "pipeline_bubble": p.bubble_ms, "optimizer": p.optimizer_ms, "grad_clip": p.clip_ms},
             "collectives_ms": {k: {"total": p.comm_total_ms[k], "exposed": p.comm_exposed_ms.get(k, 0.0),
-                                   "hidden": p.comm_total_ms[k] - p.comm_exposed_ms.get(k, 0.0)}
+                                   "hidden": p.comm_total_ms[k] - p.comm_exposed_ms.get(k, 0.0),
+                                   "contention": p.comm_contention_ms.get(k, 0.0)}
                                for k in COMM_KINDS if k in p.comm_total_ms},
             "memory_gib": self.memory.as_gib(), "fits": self.fits,
             "fits_with": self.advice.change if self.advice else None,
@@ -406,7 +428,9 @@ class TrainRunForecast:
         for k in COMM_KINDS:
             if k in p.comm_total_ms:
                 tot, exp = p.comm_total_ms[k], p.comm_exposed_ms.get(k, 0.0)
-                lines.append(f"  {k:<22}{tot:10.2f} ms per step: {exp:.2f} exposed, {tot - exp:.2f} hidden")
+                slow = p.comm_contention_ms.get(k, 0.0)
+                lines.append(f"  {k:<22}{tot:10.2f} ms per step: {exp:.2f} exposed, {tot - exp:.2f} hidden"
+                             + (f" (slowing compute by {slow:.2f})" if slow > 0 else ""))
         lines.append("  memory per GPU " + ", ".join(f"{k.replace('_gib', '')} {v:.2f}" for k, v in m.items()
                                                       if k not in ("capacity_gib", "total_gib"))
                      + f" GiB: {m['total_gib']:.2f} of {m['capacity_gib']:.0f} GiB "
@@ -434,15 +458,20 @@ def micro_batch_frame(run: TrainRun) -> pd.DataFrame:
     return graph_frame(micro_batch_graph(run))
 
 
-#: FlashAttention's backward recomputes the forward's tiles and runs five matmuls where the forward runs two
-#: (2.5x its FLOPs); the attention predictors learn forward kernels only
-FLASH_BACKWARD_FACTOR = 2.5
+#: a fused attention's backward as a multiple of its forward kernel's predicted time. FlashAttention's backward
+#: recomputes the forward's tiles and runs five matmuls where the forward runs two (2.5x its FLOPs) at a lower FLOP
+#: rate than the forward (atomics on dQ, more shared-memory traffic), and the attention predictors learn inference
+#: forward kernels only. Fitted on the public llm-foundry rows (one number; kernel predictors as registered, NCCL
+#: contention at :data:`NCCL_CHANNELS`) by ``benchmarks/training_at_scale.py``, which validates it leave one GPU
+#: out, leave one model size out and leave one sequence length out; it is about twice the FLOP ratio.
+FLASH_BACKWARD_FACTOR = 5.0
 
 
-def flash_backward(frame: pd.DataFrame, ms: np.ndarray) -> np.ndarray:
-    """``ms`` with each fused attention's backward priced as :data:`FLASH_BACKWARD_FACTOR` x its forward kernel's
-    predicted time, spread over the graph's backward ops of it (the training expansion's five GEMMs over the
-    causal half, which as standalone GEMMs would write the score matrix FlashAttention never materialises)."""
+def flash_backward(frame: pd.DataFrame, ms: np.ndarray, factor: float | None = None) -> np.ndarray:
+    """``ms`` with each fused attention's backward priced as ``factor`` (default :data:`FLASH_BACKWARD_FACTOR`) x
+    its forward kernel's predicted time, spread over the graph's backward ops of it (the training expansion's five
+    GEMMs over the causal half, which as standalone GEMMs would write the score matrix FlashAttention never
+    materialises)."""
     out = ms.copy()
     names = frame["name"].to_numpy(dtype=object)
     fw = (frame["kind"].to_numpy(dtype=object) == "attn") & (frame["phase"].to_numpy(dtype=object) == "fw")
@@ -451,26 +480,36 @@ def flash_backward(frame: pd.DataFrame, ms: np.ndarray) -> np.ndarray:
         grads = np.flatnonzero(names == f"{names[i]}.grad")
         if len(grads):
             instances = count[grads].sum() / max(count[i], 1.0)  # backward ops per forward instance
-            out[grads] = FLASH_BACKWARD_FACTOR * ms[i] / instances
+            out[grads] = (FLASH_BACKWARD_FACTOR if factor is None else factor) * ms[i] / instances
     return out
 
 
-#: how a fused attention's backward is priced: ``gemms`` (the default: the training expansion's five GEMMs as the
-#: GEMM predictor prices them, docs/method.md §15) or ``flash`` (:func:`flash_backward`; benchmarks/training_at_scale.md
-#: measures both)
+#: how a fused attention's backward is priced: ``flash`` (the default, :func:`flash_backward`) or ``gemms`` (the
+#: training expansion's five GEMMs as the GEMM predictor prices them, docs/method.md §15: 4x the forward at head
+#: size 128, 6.7x at 64); benchmarks/training_at_scale.md measures both
 ATTENTION_BACKWARD = ("flash", "gemms")
+DEFAULT_ATTENTION_BACKWARD = "flash"
+
+
+def attention_backward_ms(frame: pd.DataFrame, ms: np.ndarray, how: str = DEFAULT_ATTENTION_BACKWARD,
+                          factor: float | None = None) -> np.ndarray:
+    """Kernel ``ms`` of a micro-batch frame with its fused attentions' backward priced ``how``
+    (:data:`ATTENTION_BACKWARD`); what every training forecast (the scorer's too) applies to the predictors' ms."""
+    if how not in ATTENTION_BACKWARD:
+        raise ValueError(f"attention_backward must be one of {', '.join(ATTENTION_BACKWARD)}, got {how!r}")
+    return flash_backward(frame, ms, factor) if how == "flash" else ms
 
 
 def price_ms(frame: pd.DataFrame, run: TrainRun, gpu: GpuSpec, predict: FamilyPredictor | None,
-             comm: NetworkComm, attention_backward: str = "gemms") -> np.ndarray:
+             comm: NetworkComm, attention_backward: str = DEFAULT_ATTENTION_BACKWARD) -> np.ndarray:
     """Per-instance ms of the frame's ops: kernels by ``predict`` (a fused attention's backward as
-    ``attention_backward`` says), tp all-reduces over the tp group's placement."""
+    ``attention_backward`` says, :func:`attention_backward_ms`), tp all-reduces over the tp group's placement."""
     ms, _ = price_matrix(frame, run, [gpu], predict, comm, attention_backward, strict=True)
     return ms[:, 0]
 
 
 def price_matrix(frame: pd.DataFrame, run: TrainRun, gpus: list[GpuSpec], predict: FamilyPredictor | None,
-                 comm: NetworkComm, attention_backward: str = "gemms", strict: bool = False
+                 comm: NetworkComm, attention_backward: str = DEFAULT_ATTENTION_BACKWARD, strict: bool = False
                  ) -> tuple[np.ndarray, dict[str, str]]:
     """:func:`price_ms` on several GPUs at once: ms of shape (ops, GPUs), every kernel predicted once for all of
     them (:func:`~tilecast.forecast.ops.op_latency_matrix`), and the error of each GPU whose predictions failed
@@ -483,19 +522,20 @@ def price_matrix(frame: pd.DataFrame, run: TrainRun, gpus: list[GpuSpec], predic
     where = placement(run.tp, 1, run.gpus_per_node) if ar.any() else None
     nbytes = frame["bytes"].to_numpy(dtype=float)[ar]
     for j, gpu in enumerate(gpus):
-        if attention_backward == "flash":
-            ms[:, j] = flash_backward(frame, ms[:, j])
+        ms[:, j] = attention_backward_ms(frame, ms[:, j], attention_backward)
         if where is not None:
             ms[ar, j] = comm.collective_ms("all_reduce", nbytes, gpu, where)
     return ms, errors
 
 
 def assemble(run: TrainRun, gpu: GpuSpec, mb: MicroBatchTimes, shape: RankShape | None = None,
-             pricing: Mapping[str, float] | None = None, advise: bool = True) -> TrainRunForecast:
-    """The forecast from one micro-batch's kernel times (what the grid scorer computes for many GPUs at once)."""
+             pricing: Mapping[str, float] | None = None, advise: bool = True, nccl_channels: float | None = None,
+             comm: NetworkComm | None = None) -> TrainRunForecast:
+    """The forecast from one micro-batch's kernel times (what the grid scorer computes for many GPUs at once);
+    ``nccl_channels``: see :func:`step_parts`; ``comm``: the collectives' timing (None: :func:`comm_model`)."""
     shape = shape or rank_shape(run)
-    comm = comm_model(run)
-    parts = step_parts(run, gpu, mb, shape, comm)
+    comm = comm or comm_model(run)
+    parts = step_parts(run, gpu, mb, shape, comm, nccl_channels)
     mem = train_memory(run, gpu, shape)
     n_params = model_params(run)
     spec = run.model
@@ -513,7 +553,8 @@ def assemble(run: TrainRun, gpu: GpuSpec, mb: MicroBatchTimes, shape: RankShape 
 
 
 def forecast_train_run(run: TrainRun, gpu: GpuSpec | str, predict: FamilyPredictor | None = None,
-                       pricing: Mapping[str, float] | None = None, attention_backward: str = "gemms"
+                       pricing: Mapping[str, float] | None = None,
+                       attention_backward: str = DEFAULT_ATTENTION_BACKWARD
                        ) -> TrainRunForecast:
     """Forecast ``run`` on ``gpu`` with kernel predictor ``predict`` (default: the roofline); ``pricing``: USD per
     GPU-hour by GPU key (for the cost); ``attention_backward``: see :func:`price_ms`. A dtype the GPU has no peak
@@ -526,6 +567,7 @@ def forecast_train_run(run: TrainRun, gpu: GpuSpec | str, predict: FamilyPredict
     return assemble(run, gpu, mb, pricing=pricing)
 
 
-__all__ = ["COMM_KINDS", "CommSizes", "MicroBatchTimes", "StepParts", "TrainRunForecast", "assemble", "comm_model",
-           "comm_sizes", "forecast_train_run", "micro_batch_frame", "micro_batch_times", "model_params", "price_matrix",
-           "price_ms", "step_parts"]
+__all__ = ["ATTENTION_BACKWARD", "COMM_KINDS", "DEFAULT_ATTENTION_BACKWARD", "FLASH_BACKWARD_FACTOR", "NCCL_CHANNELS",
+           "CommSizes", "MicroBatchTimes", "StepParts", "TrainRunForecast", "assemble", "attention_backward_ms",
+           "comm_model", "comm_sizes", "flash_backward", "forecast_train_run", "micro_batch_frame", "micro_batch_times",
+           "model_params", "nccl_sm_share", "price_matrix", "price_ms", "step_parts"]

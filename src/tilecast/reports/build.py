@@ -254,8 +254,8 @@ def _train_details(train: pd.DataFrame, directory: Path, max_rows: int) -> Detai
     return Details("Training runs at scale: cost per 1B tokens and days to train", (
         Text(f"Per training workload (model, GPUs, dtype, sharding, checkpointing), the three cheapest GPUs whose run "
              f"fits, by USD per 1B tokens; `days_to_train` / `usd_to_train`: {n_tok} tokens. `comm_exposed_ms`: "
-             f"collective time per step compute waited for. Every cell, `fits_with` (the smallest change that fits) "
-             f"and errors: the second table and `train_scores.parquet`."),
+             f"collective time per step compute waited for or lost to NCCL's SMs. Every cell, `fits_with` (the "
+             f"smallest change that fits) and errors: the second table and `train_scores.parquet`."),
         Table(cheap, "training runs: cheapest GPUs that fit", max_rows, _write_csv(cheap, directory, "train_cheapest")),
         Table(full, "training runs: every cell", max_rows, _write_csv(full, directory, "train_runs"))), "train-runs")
 

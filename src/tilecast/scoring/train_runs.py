@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from tilecast.forecast.kernels import FamilyPredictor
 from tilecast.forecast.ops import op_latency_matrix
-from tilecast.forecast.train_run import assemble, micro_batch_frame, micro_batch_times
+from tilecast.forecast.train_run import assemble, attention_backward_ms, micro_batch_frame, micro_batch_times
 from tilecast.forecast.workload import check_gpu_dtype
 from tilecast.scoring.engine import unsupported_text
 from tilecast.scoring.matrix import TRAIN_KEYS, TrainMatrix
@@ -94,11 +94,12 @@ def score_train_runs(cells: pd.DataFrame, section: TrainMatrix, predict: FamilyP
             records.append(rec)
             continue
         p = fc.parts
-        exposed = sum(p.comm_exposed_ms.values())
+        waited = sum(p.comm_exposed_ms.values())
+        exposed = waited + sum(p.comm_contention_ms.values())  # what the collectives add to the step
         rec.update(nodes=run.nodes, grad_accum=run.grad_accum, step_s=fc.step_s, tokens_per_s=fc.tokens_per_s,
                    tokens_per_s_per_gpu=fc.tokens_per_s_per_gpu, mfu_pct=fc.mfu_pct, hfu_pct=fc.hfu_pct,
                    compute_ms=p.compute_ms, comm_exposed_ms=exposed,
-                   comm_hidden_ms=sum(p.comm_total_ms.values()) - exposed,
+                   comm_hidden_ms=sum(p.comm_total_ms.values()) - waited,
                    mem_required_gib=fc.memory.total_bytes / GIB, gpu_mem_gib=gpu.mem_gb, fits=fc.fits,
                    fits_with=fc.advice.change if fc.advice else None, usd_per_gpu_hour=fc.usd_per_gpu_hour,
                    usd_per_1b_tokens=fc.usd_per_1b_tokens, days_to_train=fc.days_to_train(section.train_tokens),
@@ -132,7 +133,7 @@ def _graph_times(run: TrainRun, gpus: list, predict: FamilyPredictor | None) -> 
         if gpu.key in errors or not np.isfinite(col).all():
             out[gpu.key] = f"forecast failed: {errors.get(gpu.key, 'some ops have no forecast')}"
         else:
-            out[gpu.key] = micro_batch_times(frame, col, layers)
+            out[gpu.key] = micro_batch_times(frame, attention_backward_ms(frame, col), layers)
     return out
 
 
