@@ -30,3 +30,15 @@ def test_markdown_and_html(tmp_path):
 def test_fmt():
     assert [fmt(v) for v in (None, float("nan"), True, 12345, 7, 1234.5, 12.345, 0.123456, 0.000123, "x")] == \
         ["", "", "yes", "12,345", "7", "1,234", "12.3", "0.123", "1.23e-04", "x"]
+
+
+def test_money_columns_print_as_money():
+    from tilecast.reports.money import usd
+    from tilecast.reports.render import fmt_cell
+
+    assert fmt_cell("cost_per_step_usd", 0.000666) == "$0.00067" and fmt_cell("usd_per_month", 1234.5) == "$1.2k"
+    assert fmt_cell("usd_to_train", 1.5e6) == "$1.5M" and fmt_cell("e2e_ms", 0.000666) == "6.66e-04"
+    assert fmt_cell("usd_per_month", float("nan")) == "" and fmt_cell("usd_per_month", "none meets") == "none meets"
+    assert usd(0.66, "per 1M tokens") == "$0.66 per 1M tokens" and usd(-1234) == "-$1.2k" and usd(None) == ""
+    md = to_markdown("t", [Table(pd.DataFrame({"gpu": ["l4"], "usd_per_month": [41234.0]}))])
+    assert "| l4 | $41k |" in md
