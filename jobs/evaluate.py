@@ -46,12 +46,14 @@ def main(cfg: DictConfig) -> None:
 def serving(cfg: DictConfig, uri: str) -> None:
     """``serving=<csv|parquet>``: forecast every row (GPU from ``system``, model from ``model_path``)."""
     from tilecast.evaluation.serving import evaluate_serving, serving_summary
+    from tilecast.forecast.serve import SERVE_DTYPES
     from tilecast.io import read_table, write_table
     from tilecast.pipelines.evaluate import log_serving_evaluation
     from tilecast.registry.forecaster import predictor_source
 
     rows = read_table(resolve(cfg.serving))
-    predict, versions = predictor_source(str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate))
+    predict, versions = predictor_source(str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
+                                         dtypes=SERVE_DTYPES)
     table = evaluate_serving(rows, predict)
     out = output_file(cfg.output) or Path(HydraConfig.get().runtime.output_dir) / "serving.csv"
     write_table(table, out)

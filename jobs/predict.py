@@ -9,6 +9,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from tilecast.cli import gpu_from_cfg, int_setting, model_from_cfg, output_file, user_errors, with_catalog_args
+from tilecast.errors import UserError
 from tilecast.specs import all_gpus, all_models
 
 
@@ -21,11 +22,11 @@ def main(cfg: DictConfig) -> None:
     needed = ("isl", "osl") if cfg.mode == "serve" else ("batch", "seq_len")
     missing = [k for k in needed if OmegaConf.is_missing(cfg, k)]
     if missing:
-        raise ValueError(f"{' and '.join(f'{k}=<n>' for k in missing)} required")
+        raise UserError(f"{' and '.join(f'{k}=<n>' for k in missing)} required")
     if model is None:
-        raise ValueError(f"model=<key> is required; known: {', '.join(sorted(all_models()))}")
+        raise UserError(f"model=<key> is required; known: {', '.join(sorted(all_models()))}")
     if gpu is None:
-        raise ValueError(f"gpu=<key|device name> is required; known: {', '.join(sorted(all_gpus()))}")
+        raise UserError(f"gpu=<key|device name> is required; known: {', '.join(sorted(all_gpus()))}")
     for key in needed + (("tp", "concurrency", "pp") if cfg.mode == "serve" else ()):
         int_setting(cfg, key)
     from tilecast.registry.forecaster import predict_workload
@@ -46,18 +47,27 @@ def main(cfg: DictConfig) -> None:
     print(fc.describe())
     print(f"  {100 * record['interval_level']:.0f}% interval {record['pred_lo_ms']:.3f} - {record['pred_hi_ms']:.3f} ms"
           f" ({record['interval_note']})")
-    mem = memory_required_bytes(fc.model, fc.batch, fc.seq_len, fc.mode, fc.parallel, optimizer=cfg.optimizer,
+    mem = memory_required_bytes(model, fc.batch, fc.seq_len, fc.mode, fc.parallel, optimizer=cfg.optimizer,
                                 dtype=fc.dtype)
     economics = one_cell(fc, gpu, load_pricing(cfg.pricing), FitPolicy(optimizer=cfg.optimizer), mem,
                          n_gpus_of(fc.parallel or "none"))
+    note = economics.pop("price_note")
     record.update(economics)
-    fit = "fits" if economics["fits"] else "DOES NOT FIT"
-    print(f"  memory per GPU {economics['mem_required_gib']:.2f} GiB of {economics['mem_capacity_gib']:.2f} ({fit})"
-          f"   {economics['tokens_per_s']:.0f} tokens/s on {economics['n_gpus']} GPU(s)")
-    print(f"  cost {economics['cost_per_step_usd']:.6f} USD per step, "
-          f"{economics['cost_per_1m_tokens_usd']:.3f} USD per 1M tokens "
-          f"({economics['usd_per_gpu_hour']:.2f} USD per GPU-hour, conf/pricing)")
+    if note:
+        record["notes"].append(note)
+    mem = (f"  memory per GPU {economics['mem_required_gib']:.2f} GiB of {economics['mem_capacity_gib']:.2f}")
+    if not economics["fits"]:  # it cannot run: no throughput and no cost
+        print(f"{mem} (DOES NOT FIT): no throughput or cost on {economics['n_gpus']} GPU(s)")
+    else:
+        print(f"{mem} (fits)   {economics['tokens_per_s']:.0f} tokens/s on {economics['n_gpus']} GPU(s)")
+        print(f"  cost {economics['cost_per_step_usd']:.6f} USD per step, "
+              f"{economics['cost_per_1m_tokens_usd']:.3f} USD per 1M tokens "
+              f"({economics['usd_per_gpu_hour']:.2f} USD per GPU-hour, {_price_basis(economics)})")
     _finish(cfg, record)
+
+
+def _price_basis(record: dict) -> str:
+    return "an estimated price, see the note" if record.get("price_estimate") else "a list price, conf/pricing"
 
 
 def serve(cfg: DictConfig, model, gpu) -> None:
@@ -71,8 +81,11 @@ def serve(cfg: DictConfig, model, gpu) -> None:
     fc, record = predict_serve(sw, gpu, str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
                                load_pricing(cfg.pricing), interval_level=cfg.get("interval_level"))
     print(fc.describe())
-    print(f"  cost {record['usd_per_1m_output_tokens']:.3f} USD per 1M output tokens "
-          f"({record['usd_per_gpu_hour']:.2f} USD per GPU-hour, conf/pricing)")
+    if record["usd_per_1m_output_tokens"] is None:
+        print("  no cost: this configuration does not fit in memory")
+    else:
+        print(f"  cost {record['usd_per_1m_output_tokens']:.3f} USD per 1M output tokens "
+              f"({record['usd_per_gpu_hour']:.2f} USD per GPU-hour, {_price_basis(record)})")
     _finish(cfg, record)
 
 

@@ -57,8 +57,9 @@ from omegaconf.errors import (
     OmegaConfBaseException,
 )
 
-from tilecast.paths import CONF_DIR, ROOT, resolve
-from tilecast.specs import GpuSpec, ModelSpec, SpecError, UnknownSpecError, get_gpu, get_model
+from tilecast.errors import UserError, one_line
+from tilecast.paths import CONF_DIR, ROOT, is_writable, resolve
+from tilecast.specs import GpuSpec, ModelSpec, SpecError, get_gpu, get_model
 from tilecast.specs.whatif import (
     GPU_IDENTITY,
     MODEL_FIELDS,
@@ -74,40 +75,16 @@ log = logging.getLogger("tilecast.cli")
 USER_ERROR_EXIT = 2
 #: set to 1 to get the traceback of a user error too (debugging)
 TRACEBACK_ENV = "TILECAST_TRACEBACK"
-#: user errors of every job (ValueError covers config validation and the other modules' value errors; an
-#: interpolation ``${...}`` of the command line or a conf file that does not resolve is one too)
-USER_ERRORS: tuple[type[BaseException], ...] = (SpecError, UnknownSpecError, ValueError, FileNotFoundError,
-                                                 MissingMandatoryValue, InterpolationResolutionError)
-#: user errors of modules a job may not import: (module, class) looked up only once the module is loaded,
-#: so this module stays cheap (Dask workers re-import the job files). ``RegistryError`` covers missing
-#: aliases and models and ``IncompatibleModelError`` (an unloadable registered version).
-LAZY_USER_ERRORS = (("tilecast.registry.models", "RegistryError"), ("tilecast.scoring.store", "RunNotFoundError"))
+#: user errors of every job: :class:`tilecast.errors.UserError` (every named error class of the project derives
+#: from it), a missing file, and a setting of the composed config without a value or with an interpolation
+#: ``${...}`` that does not resolve. A bare ``ValueError`` is not one: it is a bug and keeps its traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, FileNotFoundError, MissingMandatoryValue,
+                                                 InterpolationResolutionError)
 
 
 def is_user_error(exc: BaseException, extra: tuple[type[BaseException], ...] = ()) -> bool:
     """True for an error a person fixes in their command, config, files or registry (see :data:`USER_ERRORS`)."""
-    if isinstance(exc, USER_ERRORS + extra):
-        return True
-    lazy = tuple(getattr(sys.modules[mod], name) for mod, name in LAZY_USER_ERRORS if mod in sys.modules)
-    return isinstance(exc, lazy)
-
-
-#: the ``[12:00:00] /path/src/file.cc:123: `` prefix of a message from a native library (XGBoost's C++ core)
-_NATIVE_FRAME = re.compile(r"\[\d\d:\d\d:\d\d\] \S+?:\d+: ")
-
-
-def one_line(exc: BaseException) -> str:
-    """The error's message on one line (a KeyError's message unquoted; an OmegaConf error's prefixed with the
-    setting it is about)."""
-    key = getattr(exc, "full_key", None) if isinstance(exc, OmegaConfBaseException) else None
-    if key and isinstance(exc, MissingMandatoryValue):
-        return f"{key}=<value> is required (it has no default)"
-    text = str(exc.args[0]) if isinstance(exc, KeyError) and len(exc.args) == 1 else str(exc)
-    if key and getattr(exc, "msg", None):
-        text = f"{key}: {str(exc.msg).split('full_key:')[0].strip()}"  # without OmegaConf's full_key / object_type
-    if type(exc).__module__.startswith("xgboost"):
-        text = "XGBoost: " + _NATIVE_FRAME.sub("", text.split("Stack trace:", 1)[0])
-    return " ".join(part.strip() for part in text.splitlines() if part.strip()) or type(exc).__name__
+    return isinstance(exc, USER_ERRORS + extra)
 
 
 def _report(message: str) -> None:
@@ -262,6 +239,53 @@ def _what_if_arg(prefix: str, name: str, value: str, what_if: tuple[str, ...]) -
     return f"++{name}={value}"
 
 
+def config_groups() -> tuple[str, ...]:
+    """The config groups under ``conf/`` (``matrix``, ``pricing``, ...): each a folder of ``<option>.yaml``."""
+    return tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))))
+
+
+def group_options(group: str) -> list[str]:
+    """The options of config group ``group``: the stems of ``conf/<group>/*.yaml``."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def check_group_value(group: str, value: str, typed: str) -> None:
+    """A config group option is a catalog name (``matrix=smoke``), never a path: ``matrix=../score`` or
+    ``matrix=../../somewhere/outside`` would compose a YAML outside ``conf/<group>/``. Sweeps (``a,b``,
+    ``choice(a,b)``), ``null`` and interpolations pass; anything else not in the catalog raises
+    :class:`SpecError` repeating what was typed and listing the options."""
+    v = value.strip()
+    if v in ("", "null") or v.startswith("${"):
+        return
+    call = _SWEEP_CALL.match(v)
+    items = _split_sweep(call["args"]) if call and call["fn"] == "choice" else [] if call else _split_sweep(v)
+    known = group_options(group)
+    for item in map(_unquote, items):
+        if item not in known:
+            close = difflib.get_close_matches(item, known, n=3)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            path = "; a group option is a name from that folder, not a path" if "/" in item or ".." in item else ""
+            where = " (or a price file: pricing=<path>.yaml)" if group == "pricing" else ""
+            raise SpecError(f"{typed}: {item!r} is not a {group} config{path}; known: {', '.join(known)}{where}{hint}")
+
+
+def _is_file_value(value: str) -> bool:
+    """``pricing=<path>``: a value naming a YAML file rather than a catalog option."""
+    v = _unquote(value.strip())
+    return v.endswith((".yaml", ".yml")) and not v.startswith("${")
+
+
+def price_file(value: str) -> str:
+    """The absolute path of ``pricing=<path>.yaml`` (a file of the user's own prices); a missing file is a
+    :class:`SpecError` naming it."""
+    path = Path(_unquote(value.strip())).expanduser()
+    path = path if path.is_absolute() else (Path.cwd() / path)
+    if not path.is_file():
+        raise SpecError(f"pricing={value}: no such file {path}; give a YAML file laid out like "
+                        f"{CONF_DIR / 'pricing' / 'default.yaml'}, or a name of conf/pricing/")
+    return _hydra_quoted(str(path.resolve()))
+
+
 def catalog_argv(argv: list[str], what_if: tuple[str, ...] = ()) -> list[str]:
     """Map ``gpu=<key|device name|label dir>`` (and every element of a sweep) to catalog keys; check
     ``model=<key>``. For the groups in ``what_if`` pass ``gpu.<field>=`` / ``model.config.<key>=`` on as
@@ -275,6 +299,10 @@ def catalog_argv(argv: list[str], what_if: tuple[str, ...] = ()) -> list[str]:
         prefix, name, value = m["prefix"] or "", m["name"], m["value"] or ""
         if m["sep"] and name in ("gpu", "model") and prefix != "~":
             arg = f"{prefix}{name}={catalog_value(value, get_gpu if name == 'gpu' else get_model)}"
+        elif m["sep"] and name == "pricing" and prefix != "~" and _is_file_value(value):
+            arg = f"pricing.file={price_file(value)}"  # a price file of the user's own (conf/pricing/default.yaml)
+        elif m["sep"] and name in config_groups() and prefix != "~":
+            check_group_value(name, value, arg)
         elif m["sep"] or prefix == "~":
             arg = _what_if_arg(prefix, name, value, what_if) or arg
         out.append(arg)
@@ -586,9 +614,9 @@ def int_setting(cfg: Any, key: str) -> int:
     ``10**30`` is refused by name, never truncated or passed on to overflow."""
     value = cfg.get(key) if hasattr(cfg, "get") else cfg[key]
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"{key} must be an integer, got {value!r}")
+        raise UserError(f"{key} must be an integer, got {value!r}")
     if not 1 <= value <= MAX_INT_SETTING:
-        raise ValueError(f"{key}={value}: must be between 1 and {MAX_INT_SETTING}")
+        raise UserError(f"{key}={value}: must be between 1 and {MAX_INT_SETTING}")
     return value
 
 
@@ -603,23 +631,32 @@ def output_file(value: Any, key: str = "output", from_root: bool = True) -> Path
         return None
     path = resolve(str(value)) if from_root else Path(str(value)).expanduser()
     if path.is_dir():
-        raise ValueError(f"{key}={value}: {path} is a directory; give a file path (e.g. {key}={value}/<name>)")
+        raise UserError(f"{key}={value}: {path} is a directory; give a file path (e.g. {key}={value}/<name>)")
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
-                raise ValueError(f"{key}={value}: {parent} is a file, not a directory")
+                raise UserError(f"{key}={value}: {parent} is a file, not a directory")
             break
     return path
 
 
 def output_directory(value: Any, key: str = "output_dir") -> Path:
-    """The resolved path of a directory setting (``output_dir=``); an existing file there (or above it) is
-    refused naming the setting."""
+    """The resolved path of a directory setting (``output_dir=``), checked before the job does any work: a
+    filesystem root or the home directory itself (a job would write its folders into it), an existing file there
+    (or above it), or a directory this process cannot write (a read-only mount, a ``chmod a-w`` folder) is
+    refused naming the setting and the path."""
     path = resolve(str(value))
+    home = Path.home().resolve()
+    if path.resolve() == Path(path.anchor) or path.resolve() == home:
+        what = "the home directory" if path.resolve() == home else "the root of the file system"
+        raise UserError(f"{key}={value}: {path} is {what}; give a folder of its own (e.g. {key}={path / 'reports'})")
     for p in (path, *path.parents):
         if p.exists():
             if not p.is_dir():
-                raise ValueError(f"{key}={value}: {p} is a file, not a directory")
+                raise UserError(f"{key}={value}: {p} is a file, not a directory")
+            if not is_writable(p):
+                raise UserError(f"{key}={value}: {p} is read-only for this user (a read-only mount or no write "
+                                f"permission); choose a writable folder")
             break
     return path
 

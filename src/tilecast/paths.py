@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 #: Repository root (``src/tilecast/paths.py`` -> two levels up from ``src``).
@@ -27,3 +28,11 @@ def resolve(path: str | os.PathLike) -> Path:
         return p
     cwd_p = Path.cwd() / p
     return cwd_p if cwd_p.exists() else ROOT / p
+
+
+def is_writable(path: str | os.PathLike) -> bool:
+    """Whether this process may write ``path`` (a file or a directory that exists): ``os.access`` says so (a
+    read-only mount never does) and not every write bit is cleared (root passes ``os.access`` on a ``chmod a-w``
+    directory, but a cleared mode still means "published, read-only")."""
+    p = Path(path)
+    return os.access(p, os.W_OK) and bool(p.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))

@@ -20,6 +20,7 @@ import yaml
 from tilecast.data.aiconfigurator import SERVING_TYPES
 from tilecast.data.aiconfigurator import TABLES as AICONFIGURATOR_TABLES
 from tilecast.data.vidur import MLP_TYPES
+from tilecast.errors import UserError
 from tilecast.paths import AICONFIGURATOR_DIR, NEUSIGHT_AMD_DIR, VIDUR_DIR
 
 VIDUR_TABLES = ("mlp", "network")
@@ -45,7 +46,7 @@ def _read(dataset: str, root: Path, table: str) -> pd.DataFrame:
 
 def _known(kind: str, name: str, known: tuple[str, ...] | list[str]) -> None:
     if name not in known:
-        raise ValueError(f"unknown {kind} {name!r}; known: {', '.join(known)}")
+        raise UserError(f"unknown {kind} {name!r}; known: {', '.join(known)}")
 
 
 def load_aiconfigurator(table: str, root: str | os.PathLike | None = None) -> pd.DataFrame:

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
+from tilecast.errors import UserError
 from tilecast.paths import ROOT
 from tilecast.scoring.cluster import DaskConfig, dask_client
 from tilecast.scoring.engine import ScoreStats, score_grid
@@ -62,7 +63,7 @@ class ScoreSettings:
 
     def __post_init__(self) -> None:
         if self.progress is not None and not isinstance(self.progress, bool):  # bool("maybe") would be True
-            raise ValueError(f"progress={self.progress!r}: expected true, false or null (a bar on a terminal only)")
+            raise UserError(f"progress={self.progress!r}: expected true, false or null (a bar on a terminal only)")
 
     @property
     def cache(self) -> GraphCache | None:
@@ -211,5 +212,5 @@ def _max_cells(value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"max_cells must be a positive integer or null (no limit), got {value!r}")
+        raise UserError(f"max_cells must be a positive integer or null (no limit), got {value!r}")
     return value

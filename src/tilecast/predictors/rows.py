@@ -23,6 +23,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from tilecast.data import load_kernels
+from tilecast.errors import UserError
 from tilecast.specs import get_gpu
 from tilecast.tiles.ops import FAMILIES, TENSOR_FAMILIES, row_families
 from tilecast.tiles.sources import kernel_rows
@@ -54,7 +55,7 @@ _TENSOR_TABLES: dict[str, tuple[str, ...]] = {"tc_gemm": ("gemm",), "attn_prefil
 
 def _check_family(family: str) -> None:
     if family not in FAMILIES:
-        raise ValueError(f"unknown kernel family {family!r}; known: {', '.join(FAMILIES)}")
+        raise UserError(f"unknown kernel family {family!r}; known: {', '.join(FAMILIES)}")
 
 
 def device_names(gpus: Iterable[str]) -> list[str]:

@@ -38,6 +38,7 @@ import pandas as pd
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
+from tilecast.errors import UserError
 from tilecast.evaluation.labels import LabelSet, shipped_labels
 from tilecast.evaluation.suite import build_frames, forecast_labels
 from tilecast.metrics import ape_pct
@@ -81,7 +82,7 @@ class PromotionPolicy:
     def __post_init__(self) -> None:
         for name in ("kernel_tolerance_pct", "e2e_tolerance_pct", "logo_tolerance_pct", "logo_worst_tolerance_pct"):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+                raise UserError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         for key in self.unseen_gpus:
             get_gpu(key)
 
@@ -311,7 +312,7 @@ def _log_scores(result: PromotionResult) -> None:
         mlflow.log_table(result.current.table, "e2e/champion.json")
 
 
-def promote(families: Iterable[str] = FAMILIES, policy: PromotionPolicy | None = None,
+def promote(families: Iterable[str] = FP32_FAMILIES, policy: PromotionPolicy | None = None,
             labels: LabelSet | None = None, experiment: str = "tilecast-promote", config_yaml: str | None = None,
             register: bool = True) -> PromotionResult:
     """Evaluate ``@challenger`` against ``@champion`` for ``families`` and move ``@champion`` if it passes.
@@ -412,7 +413,7 @@ def sync_forecaster(register: bool = True, reason: str = "", metrics: Mapping[st
     return None
 
 
-def rollback(families: Iterable[str] = FAMILIES, register: bool = True,
+def rollback(families: Iterable[str] = FP32_FAMILIES, register: bool = True,
              experiment: str = "tilecast-promote") -> list[AliasMove]:
     """Undo the latest promotion of each family's ``@champion`` not undone yet (a move of its own, in an MLflow
     run of ``experiment``), and bring ``tilecast-forecaster@champion`` in step (see :func:`sync_forecaster`).

@@ -11,8 +11,8 @@ the fp32 families the five NVIDIA training GPUs and, where they have model-shape
 MI100 and MI210 of ``training_rows``' AMD rows):
 ``logo_mape_pct`` (mean over left-out GPUs), ``logo_worst_mape_pct``, ``logo_mape_pct.<gpu>``, ``logo_s`` (fit
 seconds) and the tag ``tilecast.logo_worst_gpu``; promotion gates on them (:mod:`tilecast.registry.promotion`).
-It costs one extra fit per GPU of the family's data: off in :class:`TrainSpec` (library callers, the nightly
-bootstrap), on in ``jobs/train.py`` (``conf/train.yaml``). It runs before the version is registered, so a
+It costs one extra fit per GPU of the family's data: on by default (:class:`TrainSpec` and ``conf/train.yaml`` agree),
+off in the nightly bootstrap (``conf/nightly.yaml``'s ``train.logo``). It runs before the version is registered, so a
 version at ``@challenger`` from a ``logo`` run always has its figures.
 """
 
@@ -30,6 +30,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.metrics import ape_pct
 from tilecast.predictors import KernelPredictor, evaluation_rows, fit_predictor, training_rows
 from tilecast.predictors.logo import run_logo
@@ -40,7 +41,7 @@ from tilecast.registry.models import log_predictor, model_name
 from tilecast.registry.parity import parity_figure
 from tilecast.registry.tracking import ensure_experiment
 from tilecast.specs import get_gpu
-from tilecast.tiles.ops import FAMILIES, FAMILY_DIMS, TENSOR_FAMILIES
+from tilecast.tiles.ops import FAMILIES, FAMILY_DIMS, FP32_FAMILIES, TENSOR_FAMILIES
 
 log = logging.getLogger("tilecast.train")
 
@@ -58,27 +59,27 @@ class TrainSpec:
 
     predictor: str
     params: dict[str, Any] = field(default_factory=dict)
-    families: tuple[str, ...] = FAMILIES
+    families: tuple[str, ...] = FP32_FAMILIES  # the five fp32 families (the tensor-core ones: families=[...])
     experiment: str = "tilecast-train"
     alias: str = "challenger"
     val_fraction: float = 0.2
     seed: int = 0
     unseen_gpus: tuple[str, ...] = UNSEEN_GPUS
     max_rows: int | None = None  # subsample each family's training rows (quick runs, tests)
-    logo: bool = False  # also run leave-one-GPU-out on the training rows (one more fit per GPU; promotion gates on it)
+    logo: bool = True  # also run leave-one-GPU-out on the training rows (one more fit per GPU; promotion gates on it)
 
     def __post_init__(self) -> None:
         if isinstance(self.families, str) or not self.families:
-            raise ValueError(f"families={self.families!r} must be a non-empty list, e.g. families=[softmax]; "
+            raise UserError(f"families={self.families!r} must be a non-empty list, e.g. families=[softmax]; "
                              f"known: {', '.join(FAMILIES)}")
         unknown = [f for f in self.families if f not in FAMILIES]
         if unknown:
-            raise ValueError(f"unknown family {unknown[0]!r}; known: {', '.join(FAMILIES)}")
+            raise UserError(f"unknown family {unknown[0]!r}; known: {', '.join(FAMILIES)}")
         if self.max_rows is not None and (not isinstance(self.max_rows, int) or self.max_rows < MIN_ROWS):
-            raise ValueError(f"max_rows={self.max_rows!r} must be an integer >= {MIN_ROWS} (or null: every row), "
+            raise UserError(f"max_rows={self.max_rows!r} must be an integer >= {MIN_ROWS} (or null: every row), "
                              "so the validation split holds rows to measure")
         if self.alias in PROTECTED_ALIASES:
-            raise ValueError(f"alias={self.alias}: training never sets @{self.alias}; it registers @challenger "
+            raise UserError(f"alias={self.alias}: training never sets @{self.alias}; it registers @challenger "
                              f"(the default), and only `python jobs/promote.py families=[{','.join(self.families)}]` "
                              f"moves @{self.alias}, after evaluating the challenger against the current one")
 
@@ -99,7 +100,7 @@ class FamilyResult:
 def split_rows(rows: pd.DataFrame, val_fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Random train / validation split (seeded), stratified by nothing: the paper's 80/20."""
     if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction!r}")
+        raise UserError(f"val_fraction must be in (0, 1), got {val_fraction!r}")
     rng = np.random.default_rng(seed)
     is_val = rng.random(len(rows)) < val_fraction
     return rows.loc[~is_val], rows.loc[is_val]

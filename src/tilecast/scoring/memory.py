@@ -17,6 +17,7 @@ import functools
 from collections.abc import Callable
 
 from tilecast.graph.parallel import Parallel, local_batch, parse_parallel
+from tilecast.specs import ModelSpec
 
 
 @functools.lru_cache(maxsize=4096)
@@ -57,9 +58,10 @@ PER_GPU: dict[str | None, Callable[[str, int, int, str, Parallel | None, str | N
 }
 
 
-def memory_required_bytes(model: str, batch: int, seq_len: int, mode: str, parallel: str | None = None,
+def memory_required_bytes(model: str | ModelSpec, batch: int, seq_len: int, mode: str, parallel: str | None = None,
                           optimizer: str | None = "adamw", dtype: str = "fp32") -> float:
     """Bytes one GPU of the cell needs at workload ``dtype`` (fp32 by default, as the data were measured).
+    ``model``: a catalog key or a spec (a what-if model, ``<key>+<field>=<value>``, is only a spec).
     ``optimizer``: the optimizer state a training run holds (``adamw``), or None (forward + backward only,
     as the labels were measured)."""
     par = parse_parallel(parallel)

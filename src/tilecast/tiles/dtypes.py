@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tilecast.errors import UserError
+
 if TYPE_CHECKING:  # not imported at run time: the jobs import this module before they check their config
     import pandas as pd
 
@@ -35,7 +37,7 @@ ALIASES: dict[str, str] = {
 }
 
 
-class DtypeError(ValueError):
+class DtypeError(UserError):
     """An unknown dtype name (the message lists the known ones)."""
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.specs import GpuSpec, get_gpu
 from tilecast.tiles.attention import attention_bytes, attention_flops
 from tilecast.tiles.dtypes import DTYPE_BYTES, bytes_per_element, row_dtypes
@@ -48,7 +49,7 @@ def spec_frame(rows: pd.DataFrame, gpu: GpuSpec | None = None) -> pd.DataFrame:
         keys = pd.Series([None] * len(rows), index=rows.index)
     else:
         if "Device" not in rows:
-            raise ValueError("rows have no 'Device' column: name the GPU (gpu=<key>)")
+            raise UserError("rows have no 'Device' column: name the GPU (gpu=<key>)")
         keys = rows["Device"]
         specs = {d: get_gpu(str(d)) for d in pd.unique(keys)}
     out = {}

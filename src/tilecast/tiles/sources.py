@@ -21,6 +21,8 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from tilecast.errors import UserError
+
 #: a schema's identifying columns -> its name
 _SIGNATURES: tuple[tuple[str, frozenset[str]], ...] = (
     ("aiconfigurator_gemm", frozenset({"gemm_dtype", "m", "n", "k", "latency_ms"})),
@@ -37,7 +39,7 @@ def source_schema(frame: pd.DataFrame) -> str:
     for name, needed in _SIGNATURES:
         if needed <= cols:
             return name
-    raise ValueError("unrecognised kernel table: expected NeuSight kernel columns (OPName, B, M, N, K / B, H), "
+    raise UserError("unrecognised kernel table: expected NeuSight kernel columns (OPName, B, M, N, K / B, H), "
                      "an AIConfigurator gemm / context_attention / generation_attention / nccl table or a Vidur "
                      f"mlp table; got columns {', '.join(map(str, frame.columns))}")
 
