@@ -40,6 +40,7 @@ import os
 import re
 import runpy
 import shlex
+import signal
 import sys
 import uuid
 from collections.abc import Callable, Mapping
@@ -59,6 +60,7 @@ from omegaconf.errors import (
 
 from tilecast.errors import UserError, one_line
 from tilecast.paths import CONF_DIR, ROOT, is_writable, resolve
+from tilecast.signals import install as install_signal_handlers
 from tilecast.specs import GpuSpec, ModelSpec, SpecError, get_gpu, get_model
 from tilecast.specs.whatif import (
     GPU_IDENTITY,
@@ -349,8 +351,16 @@ def with_catalog_args(main: Callable[[], Any], what_if: tuple[str, ...] = ()) ->
         # Hydra prints a composition error itself (several lines, exit 1) unless HYDRA_FULL_ERROR is set: then it
         # raises, and the error is reported here on one line. A job's own bugs keep their (whole) traceback.
         os.environ.setdefault(HYDRA_FULL_ERROR_ENV, "1")
+        install_signal_handlers()  # SIGTERM / SIGINT: like a crash at any step, never inside a step that must be whole
         try:
             return main()
+        except KeyboardInterrupt as exc:  # SIGINT / SIGTERM (tilecast.signals.Terminated): open runs closed FAILED
+            if os.environ.get(TRACEBACK_ENV) == "1":
+                raise
+            signum = getattr(exc, "signum", signal.SIGINT)
+            print(f"error: interrupted by {signal.Signals(signum).name}: stopped; what was recorded is whole "
+                  f"(open MLflow runs closed FAILED, no alias moved halfway)", file=sys.stderr)
+            raise SystemExit(128 + int(signum)) from None
         except HydraException as exc:
             if os.environ.get(TRACEBACK_ENV) == "1":
                 raise

@@ -80,9 +80,4 @@ class held:  # noqa: N801 (a context manager used like a function: ``with held("
         return self
 
     def __exit__(self, kind, exc, tb) -> None:
-        if exc is not None and self._on:  # an error inside: keep it; a held signal still stops the job after it
-            global _HOLD_DEPTH
-            self._on = False
-            _HOLD_DEPTH -= 1
-            return
-        self.release()
+        self.release()  # a held signal is raised now (after an error inside too: the job was asked to stop)
