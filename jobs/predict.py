@@ -15,8 +15,9 @@ from tilecast.specs import all_gpus, all_models
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="predict")
 @user_errors()
-def main(cfg: DictConfig) -> None:
-    """Check the settings first (exit 2 naming a bad one), then load the predictors (MLflow) and forecast."""
+def main(cfg: DictConfig) -> dict:
+    """Check the settings first (exit 2 naming a bad one), then load the predictors (MLflow) and forecast; return
+    the JSON record (a sweep's closing table reads it: tilecast.multirun)."""
     model, gpu = model_from_cfg(cfg.get("model")), gpu_from_cfg(cfg.get("gpu"))
     output_file(cfg.output)
     needed = ("isl", "osl") if cfg.mode == "serve" else ("batch", "seq_len")
@@ -63,14 +64,14 @@ def main(cfg: DictConfig) -> None:
         print(f"  cost {economics['cost_per_step_usd']:.6f} USD per step, "
               f"{economics['cost_per_1m_tokens_usd']:.3f} USD per 1M tokens "
               f"({economics['usd_per_gpu_hour']:.2f} USD per GPU-hour, {_price_basis(economics)})")
-    _finish(cfg, record)
+    return _finish(cfg, record)
 
 
 def _price_basis(record: dict) -> str:
     return "an estimated price, see the note" if record.get("price_estimate") else "a list price, conf/pricing"
 
 
-def serve(cfg: DictConfig, model, gpu) -> None:
+def serve(cfg: DictConfig, model, gpu) -> dict:
     """``mode=serve``: TTFT, TPOT, tokens/s, memory and cost of one serving configuration."""
     from tilecast.forecast.serve import ServeWorkload
     from tilecast.registry.forecaster import predict_serve
@@ -86,10 +87,10 @@ def serve(cfg: DictConfig, model, gpu) -> None:
     else:
         print(f"  cost {record['usd_per_1m_output_tokens']:.3f} USD per 1M output tokens "
               f"({record['usd_per_gpu_hour']:.2f} USD per GPU-hour, {_price_basis(record)})")
-    _finish(cfg, record)
+    return _finish(cfg, record)
 
 
-def _finish(cfg: DictConfig, record: dict) -> None:
+def _finish(cfg: DictConfig, record: dict) -> dict:
     if record["versions"]:
         print("  models: " + ", ".join(f"{f} v{v}" for f, v in record["versions"].items()))
     for note in record["notes"]:
@@ -99,6 +100,7 @@ def _finish(cfg: DictConfig, record: dict) -> None:
 
         out = write_atomic(output_file(cfg.output), lambda p: p.write_text(json.dumps(record, indent=2) + "\n"))
         print(f"wrote {out}")
+    return record
 
 
 if __name__ == "__main__":

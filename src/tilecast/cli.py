@@ -59,7 +59,7 @@ from omegaconf.errors import (
 )
 
 from tilecast.errors import UserError, one_line
-from tilecast.paths import CONF_DIR, ROOT, is_writable, resolve
+from tilecast.paths import CONF_DIR, ROOT, STATE_ROOT, is_writable, resolve
 from tilecast.signals import install as install_signal_handlers
 from tilecast.specs import GpuSpec, ModelSpec, SpecError, get_gpu, get_model
 from tilecast.specs.whatif import (
@@ -317,7 +317,7 @@ HOME_ENV = "TILECAST_HOME"
 
 def tilecast_home() -> Path:
     """``$TILECAST_HOME``, else the repository root: the parent of Hydra's ``outputs/`` and ``multirun/``."""
-    return Path(os.environ.get(HOME_ENV) or ROOT).expanduser().resolve()
+    return Path(os.environ.get(HOME_ENV) or STATE_ROOT).expanduser().resolve()
 
 
 def _hydra_quoted(text: str) -> str:
@@ -351,6 +351,9 @@ def with_catalog_args(main: Callable[[], Any], what_if: tuple[str, ...] = ()) ->
         # Hydra prints a composition error itself (several lines, exit 1) unless HYDRA_FULL_ERROR is set: then it
         # raises, and the error is reported here on one line. A job's own bugs keep their (whole) traceback.
         os.environ.setdefault(HYDRA_FULL_ERROR_ENV, "1")
+        if {"--help", "-h"} & set(sys.argv[1:]):  # the job's own options first (Hydra's: --hydra-help, --cfg job)
+            print(job_help(_config_name(main)))
+            return None
         install_signal_handlers()  # SIGTERM / SIGINT: like a crash at any step, never inside a step that must be whole
         try:
             return main()
@@ -715,6 +718,78 @@ def model_from_cfg(node: Any) -> ModelSpec | None:
     return spec
 
 
+#: the catalogs ``tilecast list <name>`` prints, and the config group each one is
+CATALOGS = {"gpus": "gpu", "models": "model", "prices": "pricing"}
+
+
+def _yaml_body(text: str) -> list[str]:
+    """A job's conf file without its ``defaults:`` list and its ``hydra:`` section (comments kept)."""
+    out, skip = [], False
+    for line in text.splitlines():
+        top = line[:1] not in (" ", "#", "") and not line.startswith("-")
+        if top:
+            skip = line.startswith(("defaults:", "hydra:"))
+        if not skip:
+            out.append(line)
+    while out and not out[-1].strip():
+        out.pop()
+    return out
+
+
+def job_help(config_name: str) -> str:
+    """``<job> --help``: how to call the job, its own options with the comments of its conf file (first), its config
+    groups with where their catalogs are listed; never a catalog itself (``tilecast list gpus|models|prices``)."""
+    path = CONF_DIR / f"{config_name}.yaml"
+    body = _yaml_body(path.read_text(encoding="utf-8"))
+    job = ROOT / "jobs" / f"{config_name}.py"
+    lines = [f"usage: tilecast {config_name} key=value ...   (or python jobs/{config_name}.py key=value ...)"]
+    if job.exists():
+        lines.append(_summary(job))
+    lines += ["", f"options ({path.relative_to(ROOT)}: the default, then what it means; key=value changes one):"]
+    lines += [f"  {line}" if line.strip() else "" for line in body]
+    groups = _defaults_list(_load_yaml(path))
+    if groups:
+        lines += ["", "config groups (group=option):"]
+        for group, default in groups.items():
+            options = group_options(group)
+            catalog = next((f"; tilecast list {c}" for c, g in CATALOGS.items() if g == group), "")
+            extra = ", or pricing=<your file>.yaml" if group == "pricing" else ""
+            shown = ", ".join(options) if len(options) <= 6 else f"{len(options)} options"
+            given = f"default: {default}" if default not in (None, "???") else "required: none by default"
+            lines.append(f"  {group}: {shown} ({given}){extra}{catalog}")
+    lines += ["", "what-ifs: gpu.<field>=<value>, model.config.<key>=<value> (predict, predict_kernels, graph)"
+              if config_name in ("predict", "predict_kernels", "graph") else "",
+              "the composed config: --cfg job; Hydra's own help: --hydra-help"]
+    return "\n".join(line for line in lines if line is not None)
+
+
+def list_catalog(name: str) -> str:
+    """``tilecast list gpus|models|prices``: one line per entry of a catalog."""
+    if name == "gpus":
+        from tilecast.specs import all_gpus
+
+        rows = [(g.key, g.device_name, g.vendor, g.architecture, f"{g.mem_gb:g} GB",
+                 ", ".join(d for d in g.dtypes)) for g in all_gpus().values()]
+        head = ("key", "device name", "vendor", "architecture", "memory", "dtypes")
+    elif name == "models":
+        from tilecast.specs import all_models
+
+        rows = [(m.key, m.family, ", ".join(m.aliases[:2])) for m in all_models().values()]
+        head = ("key", "family", "also known as")
+    elif name == "prices":
+        from tilecast.scoring.pricing import load_pricing
+
+        pricing = load_pricing(_load_yaml(CONF_DIR / "pricing" / "default.yaml"))
+        rows = [(p.gpu, f"{p.usd_per_gpu_hour:.2f}", p.basis, p.date, p.formula or p.source)
+                for p in pricing.prices.values()]
+        head = ("gpu", "USD/h", "basis", "date", "source or formula")
+    else:
+        raise SpecError(f"unknown catalog {name!r}; known: {', '.join(CATALOGS)}")
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head) - 1)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
+    return "\n".join(fmt.format(*r) for r in [head, *sorted(rows)])
+
+
 def _job_files() -> dict[str, Path]:
     return {p.stem: p for p in sorted((ROOT / "jobs").glob("*.py")) if not p.stem.startswith("_")}
 
@@ -731,7 +806,8 @@ def usage() -> str:
     jobs = _job_files()
     width = max((len(n) for n in jobs), default=0)
     lines = ["usage: tilecast <job> [key=value ...]   (Hydra overrides, as python jobs/<job>.py takes them)",
-             "       tilecast <job> --help            (the job's options and defaults)", "", "jobs:"]
+             "       tilecast <job> --help            (the job's options and defaults)",
+             "       tilecast list gpus|models|prices (the catalogs)", "", "jobs:"]
     lines += [f"  {name:<{width}}  {_summary(path)}" for name, path in jobs.items()]
     lines += ["", f"jobs and configs: {ROOT / 'jobs'}, {ROOT / 'conf'}; Hydra run directories under "
                   f"{HOME_ENV} (now {tilecast_home()})/outputs"]
@@ -745,10 +821,14 @@ def main(argv: list[str] | None = None) -> None:
     if not args or args[0] in ("-h", "--help", "help"):
         print(usage())
         return
+    if args[0] == "list":
+        with user_errors():
+            print(list_catalog(args[1] if len(args) > 1 else ""))
+        return
     jobs = _job_files()
     if not jobs:
-        print(f"error: no jobs under {ROOT / 'jobs'}: tilecast runs from a source checkout "
-              f"(python3 -m pip install -e <checkout>) or set TILECAST_ROOT=<checkout>", file=sys.stderr)
+        print(f"error: no jobs under {ROOT / 'jobs'}: reinstall tilecast (python3 -m pip install <checkout>) or set "
+              f"TILECAST_ROOT=<checkout>", file=sys.stderr)
         raise SystemExit(USER_ERROR_EXIT)
     name = args[0].removesuffix(".py")
     if name not in jobs:

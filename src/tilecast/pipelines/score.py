@@ -23,7 +23,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from tilecast.errors import UserError
-from tilecast.paths import ROOT
+from tilecast.paths import STATE_ROOT
 from tilecast.scoring.cluster import DaskConfig, dask_client
 from tilecast.scoring.engine import ScoreStats, score_grid
 from tilecast.scoring.graph_cache import GraphCache
@@ -52,7 +52,7 @@ class ScoreSettings:
     predictor: str = "registry"  # registry | roofline
     alias: str = "champion"
     tracking_uri: str | None = None
-    output_dir: Path = ROOT / "reports"
+    output_dir: Path = STATE_ROOT / "reports"
     date: str | None = None
     fit: FitPolicy = field(default_factory=FitPolicy)
     progress: bool | None = None  # None: a bar on a terminal, none under CI
@@ -108,12 +108,15 @@ def show_progress(setting: bool | None) -> bool:
 
 
 def quiet_logs() -> None:
-    """Dask's own INFO lines (scheduler, nannies, every task cancelled at shutdown) are never shown: the
-    progress bar and tilecast's lines say what happens. Under CI tilecast logs only warnings and errors
-    too (the job still prints its one-line summary)."""
+    """Dask's own INFO lines (scheduler, nannies, every task cancelled at shutdown) are never shown, nor the
+    nannies' and workers' warnings while the cluster shuts down: the phase lines (:mod:`tilecast.progress`) and
+    tilecast's own say what happens. Under CI tilecast logs only warnings, errors and its phase lines."""
     names = ("tilecast", "distributed") if under_ci() else ("distributed",)
     for name in names:
         logging.getLogger(name).setLevel(logging.WARNING)
+    logging.getLogger("tilecast.progress").setLevel(logging.INFO)  # one line per phase, in a log too
+    for name in ("distributed.nanny", "distributed.process", "distributed.worker"):  # the nannies' shutdown chatter
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def prepare(settings: ScoreSettings) -> Prepared:
