@@ -66,6 +66,7 @@ from tilecast.registry.kernel_forecast import family_predictor
 from tilecast.registry.models import (
     PREDICTOR_ARTIFACT,
     ModelIntegrityError,
+    RegistryError,
     fetch_version_files,
     load_version,
     model_name,
@@ -469,3 +470,20 @@ def predict_serve(sw, gpu, source: str = "registry", alias: str = "champion", ca
         if note := pricing.note(fc.gpu):
             record["notes"].append(note)
     return fc, record
+
+
+def export_forecaster(alias: str, dst: Path, client: MlflowClient | None = None) -> tuple[Path, str]:
+    """Copy ``tilecast-forecaster@<alias>``'s model directory out of the store into ``dst``: ``(directory,
+    version)``. The copy is self-contained (the family predictors are its artifacts, checked against the
+    manifests recorded at registration when it loads): serving it reads nothing else of the store and writes
+    nothing into it, whatever the store is (a copy, a moved or read-only one, a server)."""
+    client = client or MlflowClient()
+    try:
+        version = client.get_registered_model(FORECASTER_NAME).aliases.get(alias)
+    except MlflowException:
+        version = None
+    if version is None:
+        raise RegistryError(f"no {FORECASTER_NAME}@{alias} in {mlflow.get_tracking_uri()}: promote a champion first "
+                            f"(`python jobs/promote.py`, or `python jobs/nightly.py` on an empty store)")
+    mv = client.get_model_version(FORECASTER_NAME, str(version))
+    return fetch_version_files(mv, Path(dst) / "forecaster"), str(version)
