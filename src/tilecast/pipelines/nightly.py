@@ -74,11 +74,11 @@ def ensure_champion(settings: NightlySettings, config_yaml: str | None = None) -
     if not missing:
         return ()
     from tilecast.registry.promotion import PromotionPolicy, promote
-    from tilecast.registry.training import TrainSpec, train
+    from tilecast.registry.training import TrainSpec, default_workers, train
 
     log.warning("no @champion for %s: training and promoting them first", ", ".join(missing))
     spec = TrainSpec(**{"predictor": "xgboost", **dict(settings.train), "families": tuple(missing)})
-    train(spec, config_yaml)
+    train(spec, config_yaml, workers=default_workers())  # the families' fits at once, one per core
     promote(missing, PromotionPolicy(**dict(settings.promote_policy)), config_yaml=config_yaml)
     return tuple(missing)
 
