@@ -50,10 +50,30 @@ def _log_axes(ax: plt.Axes, x_base: float = 10) -> None:
         axis.set_minor_formatter(ticker.FuncFormatter(_minor_label))
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
-    write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=90, bbox_inches="tight"))
+def _save(fig: plt.Figure, path: Path, tight: bool = True) -> Path:
+    """Write the figure as a PNG; ``tight=False`` for a figure whose margins are already set (a panel grid, see
+    :func:`_grid_layout`): cropping to the drawn extent costs one more full draw of every panel."""
+    kw = {"bbox_inches": "tight"} if tight else {}
+    write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=90, **kw))
     plt.close(fig)
     return path
+
+
+#: a panel grid's margins, in inches: room for tick labels and the axis label (left, bottom), the title (between
+#: rows) and a little air. Fixed margins instead of tight_layout: on the nightly's two 37-panel grids tight_layout
+#: and bbox_inches="tight" measured every tick label of every panel, 100 of the report's 136 s (cProfile).
+_LEFT_IN, _RIGHT_IN, _BOTTOM_IN, _WSPACE_IN, _HSPACE_IN = 0.75, 0.2, 0.5, 0.75, 0.8
+
+
+def _grid_layout(fig: plt.Figure, top: float) -> None:
+    """Place a :func:`_grid`'s panels with fixed margins (inches) below ``top`` (a fraction of the height)."""
+    width, height = fig.get_size_inches()
+    cols = max(1, round(width / 4.2))
+    rows = max(1, round(height / 3.4))
+    panel_w = (width - _LEFT_IN - _RIGHT_IN - (cols - 1) * _WSPACE_IN) / cols
+    panel_h = (top * height - _BOTTOM_IN - (rows - 1) * _HSPACE_IN) / rows
+    fig.subplots_adjust(left=_LEFT_IN / width, right=1 - _RIGHT_IN / width, bottom=_BOTTOM_IN / height, top=top,
+                        wspace=_WSPACE_IN / panel_w, hspace=_HSPACE_IN / panel_h)
 
 
 def _label(ax: plt.Axes, title: str, xlabel: str, ylabel: str) -> None:
@@ -74,8 +94,8 @@ def _save_with_gpu_legend(fig: plt.Figure, gpus: list[str], styles: dict[str, di
     handles = [plt.Line2D([], [], ms=3, lw=1, **styles[g]) for g in gpus]
     fig.legend(handles, gpus, loc="upper center", ncol=min(6, len(gpus)), fontsize=7, frameon=False,
                bbox_to_anchor=(0.5, 1 - 0.3 / fig.get_figheight()))
-    fig.tight_layout(rect=(0, 0, 1, top))
-    return _save(fig, path)
+    _grid_layout(fig, top)
+    return _save(fig, path, tight=False)
 
 
 def _panels(sub: pd.DataFrame) -> list[tuple[str, str]]:
@@ -141,9 +161,9 @@ def cost_latency_pareto(scores: pd.DataFrame, mode: str, sl: Slice, path: Path) 
                         xytext=(3, 3), textcoords="offset points")
         _log_axes(ax)
         _label(ax, f"{model} {dtype} (seq {int(m['seq_len'].iloc[0])})", "step ms", "$ per 1M tokens")
-    fig.suptitle(f"{mode}: cost vs latency, Pareto front in red (GPU, batch)")
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))
-    return _save(fig, path)
+    fig.suptitle(f"{mode}: cost vs latency, Pareto front in red (GPU, batch)", y=1 - 0.12 / fig.get_figheight())
+    _grid_layout(fig, 1 - 0.7 / fig.get_figheight())
+    return _save(fig, path, tight=False)
 
 
 def serving_pareto(serve: pd.DataFrame, workloads: list[tuple[str, str, int, int]], tpot_target_ms: float,
