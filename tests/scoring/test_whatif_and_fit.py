@@ -1,19 +1,17 @@
-"""Issue 27 items 9 and 11, as a user runs ``jobs/predict.py``: a what-if GPU inherits its base's price (and says
+"""Issue 27 items 9 and 11, through ``jobs/predict.py``'s main: a what-if GPU inherits its base's price (and says
 so) in every mode, a what-if model is answered in every mode; a configuration that does not fit gets no throughput
 and no cost, anywhere (predict's text and JSON, the score table)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tilecast.paths import ROOT
 from tilecast.scoring.metrics import UNFIT_NULLS, FitPolicy, derive
 from tilecast.scoring.pricing import load_pricing
 
@@ -34,37 +32,41 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    """Every case through the predict job's main, in this process (the job's own checks and printing; what-if
+    arguments rewritten as the command line does, ``tilecast.cli.catalog_argv``): {name: (stdout, record)}."""
+    from tests.registry.helpers import compose_job, job_main
+    from tilecast.cli import catalog_argv
+
     tmp = tmp_path_factory.mktemp("predict")
-
-    def run(name):
-        out = tmp / f"{name}.json"
-        proc = subprocess.run([sys.executable, str(ROOT / "jobs" / "predict.py"), *CASES[name], "forecaster=roofline",
-                               f"output={out}", f"hydra.run.dir={tmp / name}"], capture_output=True, text=True,
-                              cwd=tmp, timeout=240)
-        return name, proc, json.loads(out.read_text()) if out.exists() else None
-
-    with ThreadPoolExecutor(2) as pool:
-        return {name: (proc, record) for name, proc, record in pool.map(run, CASES)}
+    main = job_main("predict")
+    out = {}
+    for name, args in CASES.items():
+        path = tmp / f"{name}.json"
+        cfg = compose_job("predict", catalog_argv([*args, "forecaster=roofline", f"output={path}"],
+                                                  what_if=("gpu", "model")))
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            main(cfg)
+        out[name] = (buffer.getvalue(), json.loads(path.read_text()))
+    return out
 
 
 @pytest.mark.parametrize("name", [n for n in CASES if n.startswith("whatif")])
 def test_a_what_if_is_answered_in_every_mode(runs, name):
-    proc, record = runs[name]
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    stdout, record = runs[name]
     assert record is not None and "+" in (record["gpu"] if "gpu." in " ".join(CASES[name]) else record["model"])
     cost = record.get("usd_per_1m_output_tokens", record.get("cost_per_1m_tokens_usd"))
     assert cost is not None and cost > 0
     if "gpu." in " ".join(CASES[name]):
         assert any("priced as its base" in n for n in record["notes"]), record["notes"]
-        assert "priced as its base" in proc.stdout
+        assert "priced as its base" in stdout
 
 
 @pytest.mark.parametrize("name", ["unfit_serve", "unfit_inference"])
 def test_a_configuration_that_does_not_fit_has_no_cost(runs, name):
-    proc, record = runs[name]
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    stdout, record = runs[name]
     assert record["fits"] is False
-    assert "DOES NOT FIT" in proc.stdout and "USD per 1M" not in proc.stdout
+    assert "DOES NOT FIT" in stdout and "USD per 1M" not in stdout
     for key in ("usd_per_1m_output_tokens", "cost_per_1m_tokens_usd", "cost_per_step_usd", "tokens_per_s",
                 "tokens_per_s_per_gpu"):
         assert record.get(key) is None, (key, record.get(key))
