@@ -78,9 +78,11 @@ USER_ERROR_EXIT = 2
 #: set to 1 to get the traceback of a user error too (debugging)
 TRACEBACK_ENV = "TILECAST_TRACEBACK"
 #: user errors of every job: :class:`tilecast.errors.UserError` (every named error class of the project derives
-#: from it), a missing file, and a setting of the composed config without a value or with an interpolation
-#: ``${...}`` that does not resolve. A bare ``ValueError`` is not one: it is a bug and keeps its traceback.
-USER_ERRORS: tuple[type[BaseException], ...] = (UserError, FileNotFoundError, MissingMandatoryValue,
+#: from it), a missing file or one this user may not write (a folder made read-only while the job ran), and a
+#: setting of the composed config without a value or with an interpolation ``${...}`` that does not resolve. A bare
+#: ``ValueError`` is not one: it is a bug and keeps its traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, FileNotFoundError, PermissionError,
+                                                 MissingMandatoryValue,
                                                  InterpolationResolutionError)
 
 

@@ -50,7 +50,7 @@ def test_every_error_class_is_a_user_error():
 
 def test_a_bare_value_error_is_a_bug_not_a_user_error(capsys):
     assert ValueError not in USER_ERRORS and not is_user_error(ValueError("a bug"))
-    assert is_user_error(UserError("a mistake"))
+    assert is_user_error(UserError("a mistake")) and is_user_error(PermissionError(13, "Permission denied", "/r/x"))
     with pytest.raises(ValueError, match="a bug"), user_errors():
         raise ValueError("a bug")
     with pytest.raises(SystemExit) as exited, user_errors():
