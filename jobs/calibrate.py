@@ -9,6 +9,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from tilecast.cli import gpu_from_cfg, user_errors, with_catalog_args
+from tilecast.errors import UserError
 from tilecast.paths import resolve
 
 log = logging.getLogger("calibrate")
@@ -20,7 +21,7 @@ def main(cfg: DictConfig) -> None:
     """Check the settings first (exit 2 naming a bad one), then open the store (MLflow) and calibrate."""
     gpu = gpu_from_cfg(cfg.gpu)
     if not cfg.rollback and not cfg.measurements:
-        raise ValueError("measurements=<csv|parquet> is required (or rollback=true to restore the previous "
+        raise UserError("measurements=<csv|parquet> is required (or rollback=true to restore the previous "
                          "calibration)")
     from tilecast.io import read_table
     from tilecast.registry.calibrate import CalibrationGate, calibrate_gpu

@@ -11,6 +11,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from tilecast.cli import output_file, user_errors, with_catalog_args
+from tilecast.errors import UserError
 from tilecast.paths import resolve
 
 log = logging.getLogger("evaluate")
@@ -32,7 +33,7 @@ def main(cfg: DictConfig) -> None:
                                   calibration_margin_pct=cfg.calibration_margin_pct)
     uri = configure(cfg.mlflow.tracking_uri)
     if cfg.serving and cfg.get("training_runs"):
-        raise ValueError("give serving=<csv> or training_runs=<csv>, not both")
+        raise UserError("give serving=<csv> or training_runs=<csv>, not both")
     if cfg.serving:
         return serving(cfg, uri)
     if cfg.get("training_runs"):
@@ -50,12 +51,14 @@ def main(cfg: DictConfig) -> None:
 def serving(cfg: DictConfig, uri: str) -> None:
     """``serving=<csv|parquet>``: forecast every row (GPU from ``system``, model from ``model_path``)."""
     from tilecast.evaluation.serving import evaluate_serving, serving_summary
+    from tilecast.forecast.serve import SERVE_DTYPES
     from tilecast.io import read_table, write_table
     from tilecast.pipelines.evaluate import log_serving_evaluation
     from tilecast.registry.forecaster import predictor_source
 
     rows = read_table(resolve(cfg.serving))
-    predict, versions = predictor_source(str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate))
+    predict, versions = predictor_source(str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
+                                         dtypes=SERVE_DTYPES)
     table = evaluate_serving(rows, predict)
     out = output_file(cfg.output) or Path(HydraConfig.get().runtime.output_dir) / "serving.csv"
     write_table(table, out)

@@ -10,6 +10,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from tilecast.cli import model_from_cfg, output_file, user_errors, with_catalog_args
+from tilecast.errors import UserError
 from tilecast.specs import all_models
 
 
@@ -31,10 +32,10 @@ def main(cfg: DictConfig) -> None:
     """Check the question and settings (exit 2 naming a bad one), then search, print, write and log the plan."""
     model = model_from_cfg(cfg.get("model"))
     if model is None:
-        raise ValueError(f"model=<key> is required; known: {', '.join(sorted(all_models()))}")
+        raise UserError(f"model=<key> is required; known: {', '.join(sorted(all_models()))}")
     out = output_file(cfg.output)
     if out is not None and out.suffix != ".csv":
-        raise ValueError(f"output={cfg.output}: give a .csv path (the JSON and the plot are written beside it)")
+        raise UserError(f"output={cfg.output}: give a .csv path (the JSON and the plot are written beside it)")
     question = question_of(cfg, model)
     if cfg.dask.address:
         from tilecast.scoring.cluster import check_scheduler

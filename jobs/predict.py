@@ -11,23 +11,25 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from tilecast.cli import gpu_from_cfg, int_setting, model_from_cfg, output_file, user_errors, with_catalog_args
+from tilecast.errors import UserError
 from tilecast.specs import all_gpus, all_models
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="predict")
 @user_errors()
-def main(cfg: DictConfig) -> None:
-    """Check the settings first (exit 2 naming a bad one), then load the predictors (MLflow) and forecast."""
+def main(cfg: DictConfig) -> dict:
+    """Check the settings first (exit 2 naming a bad one), then load the predictors (MLflow) and forecast; return
+    the JSON record (a sweep's closing table reads it: tilecast.multirun)."""
     model, gpu = model_from_cfg(cfg.get("model")), gpu_from_cfg(cfg.get("gpu"))
     output_file(cfg.output)
     needed = {"serve": ("isl", "osl"), "train_run": ("seq_len",)}.get(str(cfg.mode), ("batch", "seq_len"))
     missing = [k for k in needed if OmegaConf.is_missing(cfg, k)]
     if missing:
-        raise ValueError(f"{' and '.join(f'{k}=<n>' for k in missing)} required")
+        raise UserError(f"{' and '.join(f'{k}=<n>' for k in missing)} required")
     if model is None:
-        raise ValueError(f"model=<key> is required; known: {', '.join(sorted(all_models()))}")
+        raise UserError(f"model=<key> is required; known: {', '.join(sorted(all_models()))}")
     if gpu is None:
-        raise ValueError(f"gpu=<key|device name> is required; known: {', '.join(sorted(all_gpus()))}")
+        raise UserError(f"gpu=<key|device name> is required; known: {', '.join(sorted(all_gpus()))}")
     for key in needed + (("tp", "concurrency", "pp") if cfg.mode == "serve" else ()):
         int_setting(cfg, key)
     run = train_run_spec(cfg, model) if cfg.mode == "train_run" else None  # a bad run fails before the imports
@@ -51,21 +53,30 @@ def main(cfg: DictConfig) -> None:
     print(fc.describe())
     print(f"  {100 * record['interval_level']:.0f}% interval {record['pred_lo_ms']:.3f} - {record['pred_hi_ms']:.3f} ms"
           f" ({record['interval_note']})")
-    mem = memory_required_bytes(fc.model, fc.batch, fc.seq_len, fc.mode, fc.parallel, optimizer=cfg.optimizer,
+    mem = memory_required_bytes(model, fc.batch, fc.seq_len, fc.mode, fc.parallel, optimizer=cfg.optimizer,
                                 dtype=fc.dtype)
     economics = one_cell(fc, gpu, load_pricing(cfg.pricing), FitPolicy(optimizer=cfg.optimizer), mem,
                          n_gpus_of(fc.parallel or "none"))
+    note = economics.pop("price_note")
     record.update(economics)
-    fit = "fits" if economics["fits"] else "DOES NOT FIT"
-    print(f"  memory per GPU {economics['mem_required_gib']:.2f} GiB of {economics['mem_capacity_gib']:.2f} ({fit})"
-          f"   {economics['tokens_per_s']:.0f} tokens/s on {economics['n_gpus']} GPU(s)")
-    print(f"  cost {economics['cost_per_step_usd']:.6f} USD per step, "
-          f"{economics['cost_per_1m_tokens_usd']:.3f} USD per 1M tokens "
-          f"({economics['usd_per_gpu_hour']:.2f} USD per GPU-hour, conf/pricing)")
-    _finish(cfg, record)
+    if note:
+        record["notes"].append(note)
+    mem = (f"  memory per GPU {economics['mem_required_gib']:.2f} GiB of {economics['mem_capacity_gib']:.2f}")
+    if not economics["fits"]:  # it cannot run: no throughput and no cost
+        print(f"{mem} (DOES NOT FIT): no throughput or cost on {economics['n_gpus']} GPU(s)")
+    else:
+        print(f"{mem} (fits)   {economics['tokens_per_s']:.0f} tokens/s on {economics['n_gpus']} GPU(s)")
+        print(f"  cost {economics['cost_per_step_usd']:.6f} USD per step, "
+              f"{economics['cost_per_1m_tokens_usd']:.3f} USD per 1M tokens "
+              f"({economics['usd_per_gpu_hour']:.2f} USD per GPU-hour, {_price_basis(economics)})")
+    return _finish(cfg, record)
 
 
-def serve(cfg: DictConfig, model, gpu) -> None:
+def _price_basis(record: dict) -> str:
+    return "an estimated price, see the note" if record.get("price_estimate") else "a list price, conf/pricing"
+
+
+def serve(cfg: DictConfig, model, gpu) -> dict:
     """``mode=serve``: TTFT, TPOT, tokens/s, memory and cost of one serving configuration."""
     from tilecast.forecast.serve import ServeWorkload
     from tilecast.registry.forecaster import predict_serve
@@ -77,9 +88,12 @@ def serve(cfg: DictConfig, model, gpu) -> None:
     fc, record = predict_serve(sw, gpu, str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
                                load_pricing(cfg.pricing), interval_level=cfg.get("interval_level"))
     print(fc.describe())
-    print(f"  cost {record['usd_per_1m_output_tokens']:.3f} USD per 1M output tokens "
-          f"({record['usd_per_gpu_hour']:.2f} USD per GPU-hour, conf/pricing)")
-    _finish(cfg, record)
+    if record["usd_per_1m_output_tokens"] is None:
+        print("  no cost: this configuration does not fit in memory")
+    else:
+        print(f"  cost {record['usd_per_1m_output_tokens']:.3f} USD per 1M output tokens "
+              f"({record['usd_per_gpu_hour']:.2f} USD per GPU-hour, {_price_basis(record)})")
+    return _finish(cfg, record)
 
 
 def _dtype(cfg: DictConfig, model=None) -> str:
@@ -101,10 +115,10 @@ def train_run_spec(cfg: DictConfig, model):
     from tilecast.specs.train_run import TrainRun
 
     if cfg.get("micro_batch") is None:
-        raise ValueError("micro_batch=<n> required (sequences per micro-batch per data-parallel rank)")
+        raise UserError("micro_batch=<n> required (sequences per micro-batch per data-parallel rank)")
     tokens = cfg.get("train_tokens")
     if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int | float) or tokens <= 0):
-        raise ValueError(f"train_tokens must be a positive number of tokens (e.g. 1e12), got {tokens!r}")
+        raise UserError(f"train_tokens must be a positive number of tokens (e.g. 1e12), got {tokens!r}")
     optimizer = cfg.get("optimizer") or "adamw"
     return TrainRun(model, int_setting(cfg, "seq_len"), int_setting(cfg, "micro_batch"), int_setting(cfg, "n_gpus"),
                     grad_accum=_optional_int(cfg, "grad_accum"), global_batch=_optional_int(cfg, "global_batch"),
@@ -115,7 +129,7 @@ def train_run_spec(cfg: DictConfig, model):
                     grad_reduce_dtype=str(cfg.grad_reduce_dtype), network=cfg.get("network"))
 
 
-def train_run(cfg: DictConfig, run, gpu) -> None:
+def train_run(cfg: DictConfig, run, gpu) -> dict:
     """``mode=train_run``: a training run at scale (step, tokens/s per GPU, MFU, memory and fit, collectives, cost)."""
     from tilecast.forecast.train_run import forecast_train_run
     from tilecast.registry.forecaster import predictor_source
@@ -131,10 +145,10 @@ def train_run(cfg: DictConfig, run, gpu) -> None:
               "alias": str(cfg.alias) if cfg.forecaster == "registry" else None,
               "versions": {f: str(v) for f, v in versions.items()},
               "notes": [*fc.notes, *getattr(predict, "notes", [])]}
-    _finish(cfg, record)
+    return _finish(cfg, record)
 
 
-def _finish(cfg: DictConfig, record: dict) -> None:
+def _finish(cfg: DictConfig, record: dict) -> dict:
     if record["versions"]:
         print("  models: " + ", ".join(f"{f} v{v}" for f, v in record["versions"].items()))
     for note in record["notes"]:
@@ -144,6 +158,7 @@ def _finish(cfg: DictConfig, record: dict) -> None:
 
         out = write_atomic(output_file(cfg.output), lambda p: p.write_text(json.dumps(record, indent=2) + "\n"))
         print(f"wrote {out}")
+    return record
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import hydra
 from omegaconf import DictConfig
 
 from tilecast.cli import gpu_from_cfg, output_file, user_errors, with_catalog_args
+from tilecast.errors import UserError
 from tilecast.paths import resolve
 
 log = logging.getLogger("predict_kernels")
@@ -43,7 +44,7 @@ def main(cfg: DictConfig) -> None:
         for key, label in result.calibrations.items():
             log.info("calibration %s applied to the %s rows (column 'calibration')", label, key)
     else:
-        raise ValueError(f"unknown predictor {cfg.predictor.name!r} for forecasts; known: registry (default, "
+        raise UserError(f"unknown predictor {cfg.predictor.name!r} for forecasts; known: registry (default, "
                          f"trained with `python jobs/train.py predictor=...`), roofline")
     for op, n in result.unknown_ops.items():
         log.warning("%d rows of op %r: no predictor covers it; pred_ms left empty", n, op)

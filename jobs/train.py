@@ -10,7 +10,7 @@ import logging
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tilecast.cli import user_errors, with_catalog_args
+from tilecast.cli import int_setting, user_errors, with_catalog_args
 
 log = logging.getLogger("train")
 
@@ -20,7 +20,7 @@ log = logging.getLogger("train")
 def main(cfg: DictConfig) -> None:
     """Check the settings first (exit 2 naming a bad one), then open the store (MLflow) and train."""
     from tilecast.registry.tracking import configure
-    from tilecast.registry.training import TrainSpec, train
+    from tilecast.registry.training import TrainSpec, default_workers, train
 
     # a refused spec (alias=champion) stops before the store is touched
     spec = TrainSpec(predictor=cfg.predictor.name,
@@ -31,7 +31,8 @@ def main(cfg: DictConfig) -> None:
                      max_rows=cfg.max_rows, logo=cfg.logo)
     uri = configure(cfg.mlflow.tracking_uri, timeout_s=cfg.mlflow.get("connect_timeout_s"))
     log.info("tracking at %s (experiment %s)", uri, cfg.mlflow.experiment)
-    results = train(spec, OmegaConf.to_yaml(cfg, resolve=True))
+    workers = default_workers() if cfg.get("workers") is None else int_setting(cfg, "workers")
+    results = train(spec, OmegaConf.to_yaml(cfg, resolve=True), workers=workers)
     for r in results:
         logo = (f"  LOGO MAPE {r.metrics['logo_mape_pct']:.1f}% (worst {r.metrics['logo_worst_mape_pct']:.1f}%)"
                 if "logo_mape_pct" in r.metrics else "")

@@ -1,6 +1,21 @@
-"""Shared fixtures: the project's shipped data (data/neusight), never ../shared."""
+"""Shared fixtures: the project's shipped data (data/neusight), never ../shared; the suite's one hypothesis profile.
+
+The suite runs on pytest-xdist (``python -m pytest -q -n auto``, as CI does): every test must be safe in a worker
+process beside another one (files in ``tmp_path`` only, ports picked free, no order dependence); what costs
+seconds to build is built once per worker with a ``scope="session"`` fixture (see ``tests/README.md``).
+"""
+
+import os
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+#: one profile for every property test: no per-example deadline (a loaded 2-core machine, two xdist workers
+#: and a first call that builds a cache make timing flaky, never a failure of the property), derandomised in CI
+#: so a failure reproduces. A test's own ``@settings(max_examples=...)`` still applies on top of it.
+settings.register_profile("tilecast", deadline=None, suppress_health_check=[HealthCheck.too_slow],
+                          derandomize=os.environ.get("CI") == "true", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "tilecast"))
 
 
 @pytest.fixture(scope="session")

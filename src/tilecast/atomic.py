@@ -7,8 +7,9 @@
 - :func:`fsync_tree` makes a staged tree durable before it is published.
 
 A kill at any point leaves the old complete output or the new complete output under the published name.
-:func:`crash_point` is the one test hook: ``TILECAST_CRASH_AT=<step>`` kills the process with SIGKILL
-when it reaches ``step`` (the steps are named where it is called), so tests crash a real job there.
+:func:`crash_point` is the one test hook: ``TILECAST_CRASH_AT=<step>`` kills the process with SIGKILL (or sends the
+signal ``TILECAST_CRASH_SIGNAL`` names) when it reaches ``step`` (the steps are named where it is called), so tests
+crash or interrupt a real job there.
 """
 
 from __future__ import annotations
@@ -26,10 +27,16 @@ _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
 
+#: the signal :func:`crash_point` sends (a name: KILL, the default, TERM or INT)
+CRASH_SIGNAL_ENV = "TILECAST_CRASH_SIGNAL"
+
+
 def crash_point(step: str) -> None:
-    """Test hook: SIGKILL this process here when ``TILECAST_CRASH_AT`` is ``step`` (nothing otherwise)."""
+    """Test hook: send this process a real signal here when ``TILECAST_CRASH_AT`` is ``step`` (nothing otherwise):
+    SIGKILL, or the one ``TILECAST_CRASH_SIGNAL`` names (``TERM``, ``INT``: handled as the job handles them)."""
     if os.environ.get(CRASH_ENV) == step:
-        os.kill(os.getpid(), signal.SIGKILL)
+        name = os.environ.get(CRASH_SIGNAL_ENV, "KILL").upper().removeprefix("SIG")
+        os.kill(os.getpid(), getattr(signal, f"SIG{name}"))
 
 
 def umask() -> int:

@@ -40,6 +40,7 @@ import os
 import re
 import runpy
 import shlex
+import signal
 import sys
 import uuid
 from collections.abc import Callable, Mapping
@@ -57,8 +58,10 @@ from omegaconf.errors import (
     OmegaConfBaseException,
 )
 
-from tilecast.paths import CONF_DIR, ROOT, resolve
-from tilecast.specs import GpuSpec, ModelSpec, SpecError, UnknownSpecError, get_gpu, get_model
+from tilecast.errors import UserError, one_line
+from tilecast.paths import CONF_DIR, ROOT, STATE_ROOT, is_writable, resolve
+from tilecast.signals import install as install_signal_handlers
+from tilecast.specs import GpuSpec, ModelSpec, SpecError, get_gpu, get_model
 from tilecast.specs.whatif import (
     GPU_IDENTITY,
     MODEL_FIELDS,
@@ -74,40 +77,18 @@ log = logging.getLogger("tilecast.cli")
 USER_ERROR_EXIT = 2
 #: set to 1 to get the traceback of a user error too (debugging)
 TRACEBACK_ENV = "TILECAST_TRACEBACK"
-#: user errors of every job (ValueError covers config validation and the other modules' value errors; an
-#: interpolation ``${...}`` of the command line or a conf file that does not resolve is one too)
-USER_ERRORS: tuple[type[BaseException], ...] = (SpecError, UnknownSpecError, ValueError, FileNotFoundError,
-                                                 MissingMandatoryValue, InterpolationResolutionError)
-#: user errors of modules a job may not import: (module, class) looked up only once the module is loaded,
-#: so this module stays cheap (Dask workers re-import the job files). ``RegistryError`` covers missing
-#: aliases and models and ``IncompatibleModelError`` (an unloadable registered version).
-LAZY_USER_ERRORS = (("tilecast.registry.models", "RegistryError"), ("tilecast.scoring.store", "RunNotFoundError"))
+#: user errors of every job: :class:`tilecast.errors.UserError` (every named error class of the project derives
+#: from it), a missing file or one this user may not write (a folder made read-only while the job ran), and a
+#: setting of the composed config without a value or with an interpolation ``${...}`` that does not resolve. A bare
+#: ``ValueError`` is not one: it is a bug and keeps its traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, FileNotFoundError, PermissionError,
+                                                 MissingMandatoryValue,
+                                                 InterpolationResolutionError)
 
 
 def is_user_error(exc: BaseException, extra: tuple[type[BaseException], ...] = ()) -> bool:
     """True for an error a person fixes in their command, config, files or registry (see :data:`USER_ERRORS`)."""
-    if isinstance(exc, USER_ERRORS + extra):
-        return True
-    lazy = tuple(getattr(sys.modules[mod], name) for mod, name in LAZY_USER_ERRORS if mod in sys.modules)
-    return isinstance(exc, lazy)
-
-
-#: the ``[12:00:00] /path/src/file.cc:123: `` prefix of a message from a native library (XGBoost's C++ core)
-_NATIVE_FRAME = re.compile(r"\[\d\d:\d\d:\d\d\] \S+?:\d+: ")
-
-
-def one_line(exc: BaseException) -> str:
-    """The error's message on one line (a KeyError's message unquoted; an OmegaConf error's prefixed with the
-    setting it is about)."""
-    key = getattr(exc, "full_key", None) if isinstance(exc, OmegaConfBaseException) else None
-    if key and isinstance(exc, MissingMandatoryValue):
-        return f"{key}=<value> is required (it has no default)"
-    text = str(exc.args[0]) if isinstance(exc, KeyError) and len(exc.args) == 1 else str(exc)
-    if key and getattr(exc, "msg", None):
-        text = f"{key}: {str(exc.msg).split('full_key:')[0].strip()}"  # without OmegaConf's full_key / object_type
-    if type(exc).__module__.startswith("xgboost"):
-        text = "XGBoost: " + _NATIVE_FRAME.sub("", text.split("Stack trace:", 1)[0])
-    return " ".join(part.strip() for part in text.splitlines() if part.strip()) or type(exc).__name__
+    return isinstance(exc, USER_ERRORS + extra)
 
 
 def _report(message: str) -> None:
@@ -262,6 +243,53 @@ def _what_if_arg(prefix: str, name: str, value: str, what_if: tuple[str, ...]) -
     return f"++{name}={value}"
 
 
+def config_groups() -> tuple[str, ...]:
+    """The config groups under ``conf/`` (``matrix``, ``pricing``, ...): each a folder of ``<option>.yaml``."""
+    return tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))))
+
+
+def group_options(group: str) -> list[str]:
+    """The options of config group ``group``: the stems of ``conf/<group>/*.yaml``."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def check_group_value(group: str, value: str, typed: str) -> None:
+    """A config group option is a catalog name (``matrix=smoke``), never a path: ``matrix=../score`` or
+    ``matrix=../../somewhere/outside`` would compose a YAML outside ``conf/<group>/``. Sweeps (``a,b``,
+    ``choice(a,b)``), ``null`` and interpolations pass; anything else not in the catalog raises
+    :class:`SpecError` repeating what was typed and listing the options."""
+    v = value.strip()
+    if v in ("", "null") or v.startswith("${"):
+        return
+    call = _SWEEP_CALL.match(v)
+    items = _split_sweep(call["args"]) if call and call["fn"] == "choice" else [] if call else _split_sweep(v)
+    known = group_options(group)
+    for item in map(_unquote, items):
+        if item not in known:
+            close = difflib.get_close_matches(item, known, n=3)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            path = "; a group option is a name from that folder, not a path" if "/" in item or ".." in item else ""
+            where = " (or a price file: pricing=<path>.yaml)" if group == "pricing" else ""
+            raise SpecError(f"{typed}: {item!r} is not a {group} config{path}; known: {', '.join(known)}{where}{hint}")
+
+
+def _is_file_value(value: str) -> bool:
+    """``pricing=<path>``: a value naming a YAML file rather than a catalog option."""
+    v = _unquote(value.strip())
+    return v.endswith((".yaml", ".yml")) and not v.startswith("${")
+
+
+def price_file(value: str) -> str:
+    """The absolute path of ``pricing=<path>.yaml`` (a file of the user's own prices); a missing file is a
+    :class:`SpecError` naming it."""
+    path = Path(_unquote(value.strip())).expanduser()
+    path = path if path.is_absolute() else (Path.cwd() / path)
+    if not path.is_file():
+        raise SpecError(f"pricing={value}: no such file {path}; give a YAML file laid out like "
+                        f"{CONF_DIR / 'pricing' / 'default.yaml'}, or a name of conf/pricing/")
+    return _hydra_quoted(str(path.resolve()))
+
+
 def catalog_argv(argv: list[str], what_if: tuple[str, ...] = ()) -> list[str]:
     """Map ``gpu=<key|device name|label dir>`` (and every element of a sweep) to catalog keys; check
     ``model=<key>``. For the groups in ``what_if`` pass ``gpu.<field>=`` / ``model.config.<key>=`` on as
@@ -275,6 +303,10 @@ def catalog_argv(argv: list[str], what_if: tuple[str, ...] = ()) -> list[str]:
         prefix, name, value = m["prefix"] or "", m["name"], m["value"] or ""
         if m["sep"] and name in ("gpu", "model") and prefix != "~":
             arg = f"{prefix}{name}={catalog_value(value, get_gpu if name == 'gpu' else get_model)}"
+        elif m["sep"] and name == "pricing" and prefix != "~" and _is_file_value(value):
+            arg = f"pricing.file={price_file(value)}"  # a price file of the user's own (conf/pricing/default.yaml)
+        elif m["sep"] and name in config_groups() and prefix != "~":
+            check_group_value(name, value, arg)
         elif m["sep"] or prefix == "~":
             arg = _what_if_arg(prefix, name, value, what_if) or arg
         out.append(arg)
@@ -287,7 +319,7 @@ HOME_ENV = "TILECAST_HOME"
 
 def tilecast_home() -> Path:
     """``$TILECAST_HOME``, else the repository root: the parent of Hydra's ``outputs/`` and ``multirun/``."""
-    return Path(os.environ.get(HOME_ENV) or ROOT).expanduser().resolve()
+    return Path(os.environ.get(HOME_ENV) or STATE_ROOT).expanduser().resolve()
 
 
 def _hydra_quoted(text: str) -> str:
@@ -321,8 +353,19 @@ def with_catalog_args(main: Callable[[], Any], what_if: tuple[str, ...] = ()) ->
         # Hydra prints a composition error itself (several lines, exit 1) unless HYDRA_FULL_ERROR is set: then it
         # raises, and the error is reported here on one line. A job's own bugs keep their (whole) traceback.
         os.environ.setdefault(HYDRA_FULL_ERROR_ENV, "1")
+        if {"--help", "-h"} & set(sys.argv[1:]):  # the job's own options first (Hydra's: --hydra-help, --cfg job)
+            print(job_help(_config_name(main)))
+            return None
+        install_signal_handlers()  # SIGTERM / SIGINT: like a crash at any step, never inside a step that must be whole
         try:
             return main()
+        except KeyboardInterrupt as exc:  # SIGINT / SIGTERM (tilecast.signals.Terminated): open runs closed FAILED
+            if os.environ.get(TRACEBACK_ENV) == "1":
+                raise
+            signum = getattr(exc, "signum", signal.SIGINT)
+            print(f"error: interrupted by {signal.Signals(signum).name}: stopped; what was recorded is whole "
+                  f"(open MLflow runs closed FAILED, no alias moved halfway)", file=sys.stderr)
+            raise SystemExit(128 + int(signum)) from None
         except HydraException as exc:
             if os.environ.get(TRACEBACK_ENV) == "1":
                 raise
@@ -586,9 +629,9 @@ def int_setting(cfg: Any, key: str) -> int:
     ``10**30`` is refused by name, never truncated or passed on to overflow."""
     value = cfg.get(key) if hasattr(cfg, "get") else cfg[key]
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"{key} must be an integer, got {value!r}")
+        raise UserError(f"{key} must be an integer, got {value!r}")
     if not 1 <= value <= MAX_INT_SETTING:
-        raise ValueError(f"{key}={value}: must be between 1 and {MAX_INT_SETTING}")
+        raise UserError(f"{key}={value}: must be between 1 and {MAX_INT_SETTING}")
     return value
 
 
@@ -603,23 +646,32 @@ def output_file(value: Any, key: str = "output", from_root: bool = True) -> Path
         return None
     path = resolve(str(value)) if from_root else Path(str(value)).expanduser()
     if path.is_dir():
-        raise ValueError(f"{key}={value}: {path} is a directory; give a file path (e.g. {key}={value}/<name>)")
+        raise UserError(f"{key}={value}: {path} is a directory; give a file path (e.g. {key}={value}/<name>)")
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
-                raise ValueError(f"{key}={value}: {parent} is a file, not a directory")
+                raise UserError(f"{key}={value}: {parent} is a file, not a directory")
             break
     return path
 
 
 def output_directory(value: Any, key: str = "output_dir") -> Path:
-    """The resolved path of a directory setting (``output_dir=``); an existing file there (or above it) is
-    refused naming the setting."""
+    """The resolved path of a directory setting (``output_dir=``), checked before the job does any work: a
+    filesystem root or the home directory itself (a job would write its folders into it), an existing file there
+    (or above it), or a directory this process cannot write (a read-only mount, a ``chmod a-w`` folder) is
+    refused naming the setting and the path."""
     path = resolve(str(value))
+    home = Path.home().resolve()
+    if path.resolve() == Path(path.anchor) or path.resolve() == home:
+        what = "the home directory" if path.resolve() == home else "the root of the file system"
+        raise UserError(f"{key}={value}: {path} is {what}; give a folder of its own (e.g. {key}={path / 'reports'})")
     for p in (path, *path.parents):
         if p.exists():
             if not p.is_dir():
-                raise ValueError(f"{key}={value}: {p} is a file, not a directory")
+                raise UserError(f"{key}={value}: {p} is a file, not a directory")
+            if not is_writable(p):
+                raise UserError(f"{key}={value}: {p} is read-only for this user (a read-only mount or no write "
+                                f"permission); choose a writable folder")
             break
     return path
 
@@ -668,6 +720,78 @@ def model_from_cfg(node: Any) -> ModelSpec | None:
     return spec
 
 
+#: the catalogs ``tilecast list <name>`` prints, and the config group each one is
+CATALOGS = {"gpus": "gpu", "models": "model", "prices": "pricing"}
+
+
+def _yaml_body(text: str) -> list[str]:
+    """A job's conf file without its ``defaults:`` list and its ``hydra:`` section (comments kept)."""
+    out, skip = [], False
+    for line in text.splitlines():
+        top = line[:1] not in (" ", "#", "") and not line.startswith("-")
+        if top:
+            skip = line.startswith(("defaults:", "hydra:"))
+        if not skip:
+            out.append(line)
+    while out and not out[-1].strip():
+        out.pop()
+    return out
+
+
+def job_help(config_name: str) -> str:
+    """``<job> --help``: how to call the job, its own options with the comments of its conf file (first), its config
+    groups with where their catalogs are listed; never a catalog itself (``tilecast list gpus|models|prices``)."""
+    path = CONF_DIR / f"{config_name}.yaml"
+    body = _yaml_body(path.read_text(encoding="utf-8"))
+    job = ROOT / "jobs" / f"{config_name}.py"
+    lines = [f"usage: tilecast {config_name} key=value ...   (or python jobs/{config_name}.py key=value ...)"]
+    if job.exists():
+        lines.append(_summary(job))
+    lines += ["", f"options ({path.relative_to(ROOT)}: the default, then what it means; key=value changes one):"]
+    lines += [f"  {line}" if line.strip() else "" for line in body]
+    groups = _defaults_list(_load_yaml(path))
+    if groups:
+        lines += ["", "config groups (group=option):"]
+        for group, default in groups.items():
+            options = group_options(group)
+            catalog = next((f"; tilecast list {c}" for c, g in CATALOGS.items() if g == group), "")
+            extra = ", or pricing=<your file>.yaml" if group == "pricing" else ""
+            shown = ", ".join(options) if len(options) <= 6 else f"{len(options)} options"
+            given = f"default: {default}" if default not in (None, "???") else "required: none by default"
+            lines.append(f"  {group}: {shown} ({given}){extra}{catalog}")
+    lines += ["", "what-ifs: gpu.<field>=<value>, model.config.<key>=<value> (predict, predict_kernels, graph)"
+              if config_name in ("predict", "predict_kernels", "graph") else "",
+              "the composed config: --cfg job; Hydra's own help: --hydra-help"]
+    return "\n".join(line for line in lines if line is not None)
+
+
+def list_catalog(name: str) -> str:
+    """``tilecast list gpus|models|prices``: one line per entry of a catalog."""
+    if name == "gpus":
+        from tilecast.specs import all_gpus
+
+        rows = [(g.key, g.device_name, g.vendor, g.architecture, f"{g.mem_gb:g} GB",
+                 ", ".join(d for d in g.dtypes)) for g in all_gpus().values()]
+        head = ("key", "device name", "vendor", "architecture", "memory", "dtypes")
+    elif name == "models":
+        from tilecast.specs import all_models
+
+        rows = [(m.key, m.family, ", ".join(m.aliases[:2])) for m in all_models().values()]
+        head = ("key", "family", "also known as")
+    elif name == "prices":
+        from tilecast.scoring.pricing import load_pricing
+
+        pricing = load_pricing(_load_yaml(CONF_DIR / "pricing" / "default.yaml"))
+        rows = [(p.gpu, f"{p.usd_per_gpu_hour:.2f}", p.basis, p.date, p.formula or p.source)
+                for p in pricing.prices.values()]
+        head = ("gpu", "USD/h", "basis", "date", "source or formula")
+    else:
+        raise SpecError(f"unknown catalog {name!r}; known: {', '.join(CATALOGS)}")
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head) - 1)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
+    return "\n".join(fmt.format(*r) for r in [head, *sorted(rows)])
+
+
 def _job_files() -> dict[str, Path]:
     return {p.stem: p for p in sorted((ROOT / "jobs").glob("*.py")) if not p.stem.startswith("_")}
 
@@ -684,7 +808,8 @@ def usage() -> str:
     jobs = _job_files()
     width = max((len(n) for n in jobs), default=0)
     lines = ["usage: tilecast <job> [key=value ...]   (Hydra overrides, as python jobs/<job>.py takes them)",
-             "       tilecast <job> --help            (the job's options and defaults)", "", "jobs:"]
+             "       tilecast <job> --help            (the job's options and defaults)",
+             "       tilecast list gpus|models|prices (the catalogs)", "", "jobs:"]
     lines += [f"  {name:<{width}}  {_summary(path)}" for name, path in jobs.items()]
     lines += ["", f"jobs and configs: {ROOT / 'jobs'}, {ROOT / 'conf'}; Hydra run directories under "
                   f"{HOME_ENV} (now {tilecast_home()})/outputs"]
@@ -698,10 +823,14 @@ def main(argv: list[str] | None = None) -> None:
     if not args or args[0] in ("-h", "--help", "help"):
         print(usage())
         return
+    if args[0] == "list":
+        with user_errors():
+            print(list_catalog(args[1] if len(args) > 1 else ""))
+        return
     jobs = _job_files()
     if not jobs:
-        print(f"error: no jobs under {ROOT / 'jobs'}: tilecast runs from a source checkout "
-              f"(python3 -m pip install -e <checkout>) or set TILECAST_ROOT=<checkout>", file=sys.stderr)
+        print(f"error: no jobs under {ROOT / 'jobs'}: reinstall tilecast (python3 -m pip install <checkout>) or set "
+              f"TILECAST_ROOT=<checkout>", file=sys.stderr)
         raise SystemExit(USER_ERROR_EXIT)
     name = args[0].removesuffix(".py")
     if name not in jobs:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from tilecast.atomic import write_atomic
+from tilecast.errors import UserError
 
 __all__ = ["read_table", "write_atomic", "write_table"]
 
@@ -22,7 +23,7 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
         return pd.read_parquet(p)
     if p.suffix == ".csv":
         return pd.read_csv(p)
-    raise ValueError(f"input table {p}: expected a .csv or .parquet file")
+    raise UserError(f"input table {p}: expected a .csv or .parquet file")
 
 
 def write_table(df: pd.DataFrame, path: str | os.PathLike) -> Path:
@@ -32,4 +33,4 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike) -> Path:
         return write_atomic(p, lambda t: df.to_parquet(t, index=False))
     if p.suffix == ".csv":
         return write_atomic(p, lambda t: df.to_csv(t, index=False))
-    raise ValueError(f"output table {p}: expected a .csv or .parquet file")
+    raise UserError(f"output table {p}: expected a .csv or .parquet file")

@@ -5,6 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+#: the longest latency a measurement may have (10 minutes): a kernel, a model step or a label above it is a
+#: mistake (a unit slip, a corrupt file), refused by name. Calibration measurements and end-to-end labels share it.
+MAX_MEASURED_MS = 600_000.0
+
 
 def ape_pct(pred, actual) -> np.ndarray:
     """Absolute percentage error ``100 * |pred - actual| / actual``."""

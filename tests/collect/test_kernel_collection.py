@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from tilecast.collect import (
+    CollectDtypeError,
     CollectError,
     KernelRequest,
     NoGpuError,
     ShapeSourceError,
     TimingPlan,
-    UnsupportedDtypeError,
     UnsupportedOpError,
     collect_kernels,
 )
@@ -98,7 +98,7 @@ def test_bad_inputs_fail_before_anything_is_written(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(UnsupportedOpError, match="'conv2d'.*supported ops: bmm, linear"):
         collect_kernels(KernelRequest(ops=["add", "conv2d"]), "cpu", out)
-    with pytest.raises(UnsupportedDtypeError, match="'fp8'"):
+    with pytest.raises(CollectDtypeError, match="'fp8'"):
         collect_kernels(KernelRequest(ops=["add"], dtype="fp8"), "cpu", out)
     with pytest.raises(CollectError, match="'tpu'"):
         collect_kernels(KernelRequest(ops=["add"]), "tpu", out)

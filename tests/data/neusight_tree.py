@@ -83,7 +83,7 @@ FILES: dict[str, str] = {
         "input_ids,misc,[],[],[],set(),{'size'},[],\"(4, 2048)\"",
     ]) + "\n",
     "paper/nvidia_inf.csv": "\n".join([
-        "NVIDIA_H100_80GB_HBM3",
+        "NVIDIA_A100-PCIE-40GB",
         "Model,BERT-Large,,SwitchTrans,",
         "Batch,8,16,1,2",
         "Roofline,31.2,29.7,50.7,40.2",

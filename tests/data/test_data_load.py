@@ -103,7 +103,7 @@ def test_paper_tables_in_long_form(root: Path) -> None:
     assert len(inf) == 4 + 3 + 1  # blank cells are not results
     row = inf[(inf["method"] == "NeuSight") & (inf["model"] == "switchxl4")].iloc[0]
     assert (row["device"], row["batch"], row["ape_pct"], row["model_paper"]) == (
-        "NVIDIA H100 80GB HBM3", 1, 6.3, "SwitchTrans")
+        "NVIDIA A100-PCIE-40GB", 1, 6.3, "SwitchTrans")
     assert inf.loc[inf["device"] == "Tesla P4", "ape_pct"].tolist() == [11.3]
     perop = load_paper("perop", root)
     assert perop[perop["method"] == "NeuSight"][["distribution", "category", "family", "ape_pct"]].values.tolist() == [

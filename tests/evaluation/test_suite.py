@@ -100,7 +100,8 @@ def test_summary_and_headline_maths():
 
 def test_paper_cells_are_the_published_ones():
     cells = paper_cells()
-    assert cells.groupby("mode").size().to_dict() == {"inference": 54, "training": 26}
+    # the paper's cells less those of the held-back H100 (dropped at ingest, issue 27 item 18)
+    assert cells.groupby("mode").size().to_dict() == {"inference": 42, "training": 16}
     marked = with_paper(shipped_labels().labels)
     public = marked[marked["paper_cell"]]
     assert public.groupby("mode").size().to_dict() == {"inference": 42, "training": 16}

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.fx.passes.shape_prop import ShapeProp
 
-from tilecast.graph.torch_models import UnsupportedModelError, build_torch_model, tiny_spec
+from tilecast.graph.torch_models import UntraceableModelError, build_torch_model, tiny_spec
 from tilecast.specs import ModelSpec, get_model
 
 FAMILIES = ("gpt2", "opt", "bert", "llama")
@@ -112,7 +112,7 @@ def test_llama_gqa_parameter_count():
 
 
 def test_bad_mode_and_family_are_named():
-    with pytest.raises(UnsupportedModelError, match="'eval'"):
+    with pytest.raises(UntraceableModelError, match="'eval'"):
         build_torch_model(tiny_spec("gpt2"), mode="eval")
-    with pytest.raises(UnsupportedModelError, match="switch"):
+    with pytest.raises(UntraceableModelError, match="switch"):
         build_torch_model(get_model("switchxl4"))

@@ -51,6 +51,7 @@ def base_args(job: str, tmp: Path) -> list[str]:
         "promote": [],
         "report": [f"output_dir={tmp / 'reports'}"],
         "score": ["forecaster=roofline", "matrix=smoke", f"output_dir={tmp / 'reports'}", "progress=false"],
+        "serve": ["dry_run=true"],
         "train": ["families=[softmax]", "max_rows=20"],
     }[job]
 
@@ -71,6 +72,7 @@ UNKNOWN_OPTION = [
     ("promote", "unknown group option", ["mlflow=nope"], "mlflow=nope"),
     ("report", "unknown group option", ["fleet=nope"], "fleet=nope"),
     ("score", "unknown group option", ["matrix=nope"], "matrix=nope"),
+    ("serve", "unknown group option", ["mlflow=nope"], "mlflow=nope"),
     ("train", "unknown group option", ["predictor=nope"], "predictor=nope"),
 ]
 GROUPS = [

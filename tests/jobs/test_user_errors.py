@@ -3,6 +3,7 @@
 import pytest
 
 from tilecast.cli import TRACEBACK_ENV, user_errors
+from tilecast.errors import UserError
 from tilecast.specs import UnknownSpecError
 
 
@@ -15,7 +16,7 @@ def _raise(exc: BaseException):
 
 
 @pytest.mark.parametrize("exc, line", [
-    (ValueError("batch=<n> required\n  (see conf/predict.yaml)"), "error: batch=<n> required (see conf/predict.yaml)"),
+    (UserError("batch=<n> required\n  (see conf/predict.yaml)"), "error: batch=<n> required (see conf/predict.yaml)"),
     (UnknownSpecError("unknown GPU 'l44'; closest known: l4"), "error: unknown GPU 'l44'; closest known: l4"),
     (FileNotFoundError("input table x.csv does not exist"), "error: input table x.csv does not exist"),
 ])
@@ -46,5 +47,5 @@ def test_extra_types_and_the_traceback_switch(monkeypatch):
     with pytest.raises(SystemExit), user_errors(KeyError):
         raise KeyError("bad key")
     monkeypatch.setenv(TRACEBACK_ENV, "1")
-    with pytest.raises(ValueError, match="bad value"), user_errors():
-        raise ValueError("bad value")
+    with pytest.raises(UserError, match="bad value"), user_errors():
+        raise UserError("bad value")

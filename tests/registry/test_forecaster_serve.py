@@ -52,7 +52,8 @@ ROWS = [GOOD,
 def registered(tmp_path_factory):
     before = (mlflow.get_tracking_uri(), mlflow.get_registry_uri())
     uri = configure(f"sqlite:///{tmp_path_factory.mktemp('forecaster') / 'mlflow.db'}")
-    results = train(TrainSpec(predictor="roofline", families=FAMILIES, max_rows=200, experiment="test-train"))
+    results = train(TrainSpec(predictor="roofline", families=FAMILIES, max_rows=200, experiment="test-train",
+                              logo=False))
     versions = {r.family: r.version for r in results}
     version = register_forecaster(versions, "champion", reason="test")
     yield uri, versions, version
@@ -244,4 +245,4 @@ def test_batch_must_be_a_whole_number(registered):
     _, versions, _ = registered
     out = forecast_rows(pd.DataFrame([{**GOOD, "batch": 2.7}, {**GOOD, "batch": 2.0}]),
                         as_family_predictor(predictors_from_versions(versions)))
-    assert out.loc[0, "error"] == "ValueError: batch=2.7 is not an integer" and out.loc[1, "error"] == ""
+    assert out.loc[0, "error"] == "UserError: batch=2.7 is not an integer" and out.loc[1, "error"] == ""

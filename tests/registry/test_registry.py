@@ -39,7 +39,8 @@ from tilecast.specs import get_gpu
 
 FAMILY = "bmm"
 TINY = {"rounds": 20, "max_depth": 4, "tile_chooser": "nearest"}  # seconds, not minutes
-SPEC = TrainSpec("xgboost", TINY, families=(FAMILY,), experiment="registry-test", max_rows=400)
+SPEC = TrainSpec("xgboost", TINY, families=(FAMILY,), experiment="registry-test", max_rows=400,
+                 logo=False)
 L4, T4 = get_gpu("l4"), get_gpu("tesla_t4")
 
 

@@ -43,9 +43,9 @@ def template(tmp_path_factory):
     store = tmp_path_factory.mktemp("made-here") / "store"
     store.mkdir()
     configure(f"sqlite:///{store / 'mlflow.db'}")
-    train(TrainSpec("roofline", families=tuple(f for f in FAMILIES if f != "bmm"), experiment="safety",
+    train(TrainSpec("roofline", families=tuple(f for f in FAMILIES if f != "bmm"), experiment="safety", logo=False,
                     max_rows=100))
-    [bmm] = train(TrainSpec("xgboost", TINY_XGB, families=("bmm",), experiment="safety", max_rows=200))
+    [bmm] = train(TrainSpec("xgboost", TINY_XGB, families=("bmm",), experiment="safety", max_rows=200, logo=False))
     rows = _rows()
     yield store, rows, np.asarray(bmm.predictor.predict_ms(rows), dtype=float)
     mlflow.set_tracking_uri(before[0])
@@ -103,7 +103,7 @@ def test_a_moved_store_forecasts_and_trains_in_its_new_place(template, tmp_path)
     _use(moved)
     got = forecast_from_registry(rows, alias="challenger")
     np.testing.assert_allclose(got.table["pred_ms"].to_numpy(float), expected, rtol=1e-9)
-    [result] = train(TrainSpec("roofline", families=("softmax",), experiment="safety", max_rows=100))
+    [result] = train(TrainSpec("roofline", families=("softmax",), experiment="safety", max_rows=100, logo=False))
     assert not old.exists(), f"a job wrote under the old location: {sorted(old.rglob('*'))[:5]}"
     assert all(str(moved) in loc for loc in _locations(moved)), _locations(moved)
     run_dir = Path(MlflowClient().get_run(result.run_id).info.artifact_uri.removeprefix("file://"))
@@ -122,7 +122,7 @@ def test_a_copy_never_writes_into_the_original(template, tmp_path):
     assert prepare_store(uri, copy / "mlflow.db").rebased == 0  # once rebased, nothing is left to rewrite
     np.testing.assert_allclose(forecast_from_registry(rows, alias="challenger").table["pred_ms"].to_numpy(float),
                                expected, rtol=1e-9)
-    train(TrainSpec("roofline", families=("layernorm",), experiment="safety", max_rows=100))
+    train(TrainSpec("roofline", families=("layernorm",), experiment="safety", max_rows=100, logo=False))
     assert snapshot(store) == original, "the copy wrote into the original store"
     assert all(str(copy) in loc for loc in _locations(copy))
 

@@ -39,7 +39,8 @@ def serve_cell(model: str, gpu: str, dtype: str, tp: int, isl: int, osl: int, co
         return {**base, "error": unsupported_text(gpu, dtype, exc)}
     except (SpecError, ValueError) as exc:
         return {**base, "error": str(exc)}
-    cost = price.usd_per_gpu_hour / (f["tokens_per_s_per_gpu"] * S_PER_HOUR) * 1e6
+    # no cost (nor throughput) where the configuration does not fit, as the scorer has it
+    cost = price.usd_per_gpu_hour / (f["tokens_per_s_per_gpu"] * S_PER_HOUR) * 1e6 if f["fits"] else None
     return {**base, **{c: f[c] for c in SERVE_COLUMNS if c in f and c not in base},
             "cost_per_1m_output_tokens_usd": cost}
 

@@ -93,13 +93,13 @@ def test_a_target_no_gpu_meets_names_the_lowest_tpot(serve_scores):
 
 
 def test_tpot_interval_feeds_the_confidence_column(serve_scores):
-    s = serve_scores.assign(tpot_lo_ms=serve_scores["tpot_ms"] * 0.8, tpot_hi_ms=serve_scores["tpot_ms"] * 1.25)
+    s = serve_scores.assign(tpot_lo_ms=serve_scores["tpot_ms"] * 0.8, tpot_hi_ms=serve_scores["tpot_ms"] * 3.0)
     rec = serve_recommendations(s, T).set_index(["dtype", "isl"])
     for (dtype, isl), r in rec.iterrows():
-        hi = r["tpot_ms"] * 1.25
+        hi = r["tpot_ms"] * 3.0
         want = "meets even at the high end" if hi <= T.tpot_ms else "interval spans the target"
         assert r["confidence"].endswith(want), (dtype, isl, r["confidence"])
-    assert rec["confidence"].str.contains("interval spans").any()  # bf16 1024/256: 42.2 ms x 1.25 > 50 ms
+    assert rec["confidence"].str.contains("interval spans").any()  # bf16 1024/256 on the H100: 18.6 ms x 3 > 50 ms
 
 
 def test_since_previous_run(serve_scores):

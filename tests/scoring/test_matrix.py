@@ -87,7 +87,7 @@ def test_shipped_smoke_and_nightly_matrices(compose_cfg):
     dense = {k for k, m in all_models().items() if m.family != "moe"}  # MoE decoders: per layout, not this grid
     assert set(nightly["model"]) == dense - at_scale and set(nightly["gpu"]) == set(all_gpus())
     assert nightly_m.train_runs is not None and set(nightly_m.train_runs.models) == {"llama31_8b", "llama31_70b"}
-    assert nightly_m.train_runs.n_gpus == (64, 256, 1024) and nightly_m.train_runs.sharding == ("zero3",)
+    assert nightly_m.train_runs.n_gpus == (8, 64, 256, 1024) and nightly_m.train_runs.sharding == ("zero3",)
     assert set(nightly["mode"]) == {"inference", "training"} and nightly["fused"].any()
     assert set(nightly["parallel"]) > {"none"}
     assert set(nightly["dtype"]) == {"fp32", "bf16"}  # fp8 is opt-in

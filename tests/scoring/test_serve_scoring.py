@@ -46,8 +46,14 @@ def test_the_scorer_agrees_with_forecast_serve(scored):
         for col in ("ttft_ms", "tpot_ms", "prefill_ms", "decode_step_ms", "request_latency_ms",
                     "tokens_per_s_per_gpu", "tokens_per_s_per_user", "mem_required_gib", "kv_cache_gib",
                     "weights_gib"):
+            if want[col] is None:  # no throughput where the configuration does not fit
+                assert not want["fits"] and np.isnan(getattr(row, col)), col
+                continue
             assert getattr(row, col) == pytest.approx(want[col], rel=1e-9), col
         assert row.fits == want["fits"] and row.max_concurrency == want["max_concurrency"]
+        if not want["fits"]:
+            assert np.isnan(row.cost_per_1m_output_tokens_usd)
+            continue
         cost = row.usd_per_gpu_hour / (want["tokens_per_s_per_gpu"] * 3600) * 1e6
         assert row.cost_per_1m_output_tokens_usd == pytest.approx(cost)
 
@@ -61,11 +67,15 @@ def test_errors_stay_with_their_cells(scored):
     assert sv.loc[fp8_a100, "error"].str.contains("fp8 is not supported on GPU a100_sxm4_80gb").all()
     failed = sv["error"].notna()
     assert sv.loc[failed, ["ttft_ms", "tpot_ms", "tokens_per_s_per_gpu"]].isna().all().all()
-    assert np.isfinite(sv.loc[~failed, ["ttft_ms", "tpot_ms", "cost_per_1m_output_tokens_usd"]]).all().all()
-    # a 70B model in bf16 does not fit one 80 GB GPU: the numbers stay, with the memory it needs
+    fits = sv["fits"].fillna(True).astype(bool)
+    assert np.isfinite(sv.loc[~failed, ["ttft_ms", "tpot_ms"]]).all().all()
+    assert np.isfinite(sv.loc[~failed & fits, "cost_per_1m_output_tokens_usd"]).all()
+    # a 70B model in bf16 does not fit one 80 GB GPU: the latencies stay, with the memory it needs; no throughput
+    # and no cost (it cannot run)
     big = sv.loc[~failed & (sv["model"] == "llama31_70b") & (sv["tp"] == 1) & (sv["dtype"] == "bf16")]
     assert len(big) and (~big["fits"]).all() and (big["mem_required_gib"] > 130).all()
     assert (big["max_concurrency"] == 0).all() and big["ttft_ms"].notna().all()
+    assert big[["tokens_per_s_per_gpu", "cost_per_1m_output_tokens_usd"]].isna().all().all()
 
 
 def test_decode_steps_are_shared_between_gpus_and_cells(scored):

@@ -63,7 +63,7 @@ DATASHEET = {
     "l40s": ("NVIDIA L40S", "nvidia", 142, 48.0, 864.0, 362.05),
     "l40": ("NVIDIA L40", "nvidia", 142, 48.0, 864.0, 181.05),
     "a10": ("NVIDIA A10", "nvidia", 72, 24.0, 600.0, 125.0),
-    "a10g": ("NVIDIA A10G", "nvidia", 80, 24.0, 600.0, None),
+    "a10g": ("NVIDIA A10G", "nvidia", 80, 24.0, 600.0, 140.1),
     "rtx_4090": ("NVIDIA GeForce RTX 4090", "nvidia", 128, 24.0, 1008.0, 165.2),
     "rtx_6000_ada": ("NVIDIA RTX 6000 Ada Generation", "nvidia", 142, 48.0, 960.0, 364.2),
     "mi250x": ("AMD Instinct MI250X", "amd", 110, 64.0, 1638.4, 191.5),  # one GCD: torch's device
@@ -111,7 +111,7 @@ PEAKS = {
     "a100_sxm4_80gb": (156.0, 312.0, 312.0, None, 624.0, None),
     "a30": (82.0, 165.0, 165.0, None, 330.0, None),
     "a40": (74.8, 149.7, 149.7, None, 299.3, None),
-    "a10g": (None, None, None, None, None, None),
+    "a10g": (70.05, 140.1, 140.1, None, 280.2, None),  # derived from the A10's per-SM rates (same GA102 die)
     "h100_sxm_80gb": (494.7, 989.4, 989.4, 1978.9, 1978.9, None),
     "h100_pcie": (378.0, 756.5, 756.5, 1513.0, 1513.0, None),
     "l4": (60.0, 121.0, 121.0, 242.5, 242.5, None),
@@ -303,7 +303,7 @@ def test_unknown_dtype_lists_the_known_ones(dtype):
 @pytest.mark.parametrize(("key", "dtype"), [
     ("a100_sxm4_80gb", "fp8"), ("a100_pcie_40gb", "fp4"), ("tesla_v100_pcie_32gb", "bf16"),
     ("tesla_v100_pcie_32gb", "tf32"), ("tesla_p100_pcie_16gb", "bf16"), ("tesla_t4", "bf16"),
-    ("tesla_p4", "fp16"), ("a10g", "bf16"), ("mi210", "tf32"), ("mi250x", "fp8"), ("b60", "fp8"),
+    ("tesla_p4", "fp16"), ("a10g", "fp8"), ("mi210", "tf32"), ("mi250x", "fp8"), ("b60", "fp8"),
     ("h100_sxm_80gb", "fp4"),
 ])
 def test_a_dtype_without_a_published_peak_is_refused_by_name(key, dtype):

@@ -6,10 +6,10 @@ options, no Hydra needed: for GPU machines without it). See conf/collect.yaml fo
 
 from tilecast.collect.e2e import E2eRequest, collect_e2e
 from tilecast.collect.errors import (
+    CollectDtypeError,
     CollectError,
     NoGpuError,
     ShapeSourceError,
-    UnsupportedDtypeError,
     UnsupportedOpError,
 )
 from tilecast.collect.job import run
@@ -18,5 +18,5 @@ from tilecast.collect.kernels import KernelRequest, collect_kernels
 from tilecast.collect.timing import TimingPlan
 
 __all__ = ["DTYPES", "KERNEL_OPS", "CollectError", "E2eRequest", "KernelRequest", "NoGpuError",
-           "ShapeSourceError", "TimingPlan", "UnsupportedDtypeError", "UnsupportedOpError", "collect_e2e",
+           "ShapeSourceError", "TimingPlan", "CollectDtypeError", "UnsupportedOpError", "collect_e2e",
            "collect_kernels", "run"]

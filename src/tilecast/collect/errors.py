@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from tilecast.errors import UserError
 
-class CollectError(ValueError):
+
+class CollectError(UserError):
     """A collection cannot start or continue (bad option, missing device, inconsistent output)."""
 
 
@@ -15,7 +17,7 @@ class UnsupportedOpError(CollectError):
     """An op name the collector has no kernel recipe for."""
 
 
-class UnsupportedDtypeError(CollectError):
+class CollectDtypeError(CollectError):
     """A dtype name the collector does not measure."""
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from tilecast.collect.errors import UnsupportedDtypeError, UnsupportedOpError
+from tilecast.collect.errors import CollectDtypeError, UnsupportedOpError
 
 GEMM_DIMS = ("B", "M", "N", "K")
 VEC_DIMS = ("B", "H")
@@ -105,8 +105,8 @@ def kernel_op(name: str) -> KernelOp:
 
 
 def check_dtype(name: str) -> torch.dtype:
-    """The torch dtype for dtype name ``name``; unknown -> :class:`UnsupportedDtypeError`."""
+    """The torch dtype for dtype name ``name``; unknown -> :class:`CollectDtypeError`."""
     if name not in DTYPES:
-        raise UnsupportedDtypeError(f"dtype {name!r} is not supported by the collector; "
+        raise CollectDtypeError(f"dtype {name!r} is not supported by the collector; "
                                     f"supported dtypes: {', '.join(DTYPES)}")
     return DTYPES[name]

@@ -22,6 +22,7 @@ from tilecast.collect.profiling import KERNEL_COLUMNS, kernel_columns, profile_c
 from tilecast.collect.shapes import load_shapes, order_shapes
 from tilecast.collect.table import AppendOnlyTable, table_columns
 from tilecast.collect.timing import TimingPlan, time_call
+from tilecast.errors import UserError
 
 log = logging.getLogger("tilecast.collect")
 
@@ -65,7 +66,7 @@ def prepare(request: KernelRequest, device: str) -> list[tuple[KernelOp, list[Sh
     check_device(device)
     check_dtype(request.dtype)
     if not request.ops:
-        raise ValueError("ops is empty: name at least one op")
+        raise UserError("ops is empty: name at least one op")
     ops = [kernel_op(name) for name in request.ops]
     return [(op, order_shapes(load_shapes(request.shapes, op, request.data_root), request.shuffle,
                               request.seed, request.limit)) for op in ops]

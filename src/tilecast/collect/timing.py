@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from tilecast.errors import UserError
+
 
 @dataclass(frozen=True)
 class TimingPlan:
@@ -23,7 +25,7 @@ class TimingPlan:
 
     def __post_init__(self) -> None:
         if self.warmup < 0 or self.repeats < 1 or not 1 <= self.fastest <= self.repeats:
-            raise ValueError(f"invalid timing plan warmup={self.warmup}, repeats={self.repeats}, "
+            raise UserError(f"invalid timing plan warmup={self.warmup}, repeats={self.repeats}, "
                              f"fastest={self.fastest}: need warmup >= 0 and 1 <= fastest <= repeats")
 
 

@@ -15,10 +15,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from tilecast.errors import UserError
 from tilecast.specs import UnknownSpecError, get_gpu
 
 
-class CellError(ValueError):
+class CellError(UserError):
     """One cell cannot be used; the message is the reason (without file and line)."""
 
 
@@ -102,6 +103,31 @@ def _bool(text: str) -> bool:
         return _BOOLS[text]
     except KeyError:
         raise CellError(f"not a boolean {text!r}") from None
+
+
+#: GPUs whose measurements are held back from this project (H100 SXM, H200, GB300): no table under data/ may
+#: carry a row of theirs, nor anything that reconstructs one (the paper's per-cell errors with the roofline would
+#: give back the H100's latencies). Their spec sheets are in the catalog (spec-only forecasts).
+HELD_BACK_GPUS = ("h100_sxm_80gb", "h200_sxm", "gb300")
+
+
+def _name_key(text: str) -> str:
+    return " ".join(str(text).replace("_", " ").replace("-", " ").lower().split())
+
+
+@functools.lru_cache(maxsize=1)
+def held_back_names() -> frozenset[str]:
+    """Every name a held-back GPU goes by (catalog key, device name, label directory, aliases), normalised."""
+    names = set()
+    for key in HELD_BACK_GPUS:
+        spec = get_gpu(key)
+        names.update(_name_key(n) for n in (key, spec.device_name, spec.label_dir, *spec.aliases))
+    return frozenset(names)
+
+
+def is_held_back(text: str) -> bool:
+    """Whether a device name, label directory, system or catalog name is a held-back GPU (:data:`HELD_BACK_GPUS`)."""
+    return _name_key(text) in held_back_names()
 
 
 @functools.lru_cache(maxsize=256)

@@ -22,6 +22,7 @@ from tilecast.data.paper import plan_paper
 from tilecast.data.provenance import NEUSIGHT_TEXT, ProvenanceText
 from tilecast.data.tables import TableJob
 from tilecast.data.vidur import plan_vidur
+from tilecast.errors import UserError
 
 Planner = Callable[[Path], list[TableJob]]
 
@@ -262,5 +263,5 @@ DATASETS: dict[str, Dataset] = {
 def get_dataset(name: str) -> Dataset:
     """The dataset ``name``; ValueError lists the known ones."""
     if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+        raise UserError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
     return DATASETS[name]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 
 from tilecast.data.datasets import DATASETS
+from tilecast.errors import UserError
 
 ALL = "all"
 #: the config's own defaults of ``source`` / ``output`` (the dataset's entry under ``datasets``).
@@ -20,17 +21,17 @@ def ingest_targets(cfg: DictConfig) -> list[tuple[str, str, str]]:
     name = str(cfg.dataset)
     known = [*DATASETS, ALL]
     if name not in known:
-        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(known)}")
+        raise UserError(f"unknown dataset {name!r}; known: {', '.join(known)}")
     names = list(DATASETS) if name == ALL else [name]
     missing = [n for n in names if n not in cfg.datasets]
     if missing:
-        raise ValueError(f"conf/ingest.yaml has no datasets entry for {missing}")
+        raise UserError(f"conf/ingest.yaml has no datasets entry for {missing}")
     if name != ALL:
         return [(name, str(cfg.source), str(cfg.output))]
     raw = OmegaConf.to_container(cfg, resolve=False)
     given = [key for key, default in _DEFAULTS.items() if raw.get(key) != default]
     if given:
-        raise ValueError(f"dataset=all uses each dataset's own source and output; drop {', '.join(given)}=")
+        raise UserError(f"dataset=all uses each dataset's own source and output; drop {', '.join(given)}=")
     return [(n, str(cfg.datasets[n].source), str(cfg.datasets[n].output)) for n in names]
 
 

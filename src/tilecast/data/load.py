@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from tilecast.data.kernels import SPLITS
 from tilecast.data.provenance import sha256_file
+from tilecast.errors import UserError
 from tilecast.paths import DATA_DIR, NEUSIGHT_DIR
 from tilecast.specs.catalog import unknown_error
 
@@ -38,7 +39,7 @@ def _names(folder: Path) -> list[str]:
 def kernel_names(split: str, root: str | os.PathLike | None = None) -> list[str]:
     """Table names of a kernel split (e.g. ``train`` -> ``add, addu, bmm, ...``)."""
     if split not in SPLITS:
-        raise ValueError(f"unknown kernel split {split!r}; known: {', '.join(SPLITS)}")
+        raise UserError(f"unknown kernel split {split!r}; known: {', '.join(SPLITS)}")
     return _names(_root(root) / "kernels" / split)
 
 

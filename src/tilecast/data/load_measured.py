@@ -23,6 +23,7 @@ from tilecast.data.aiconfigurator import TABLES as AICONFIGURATOR_TABLES
 from tilecast.data.aiconfigurator_engines import TABLES as ENGINE_TABLES
 from tilecast.data.aiconfigurator_moe import TABLES as AICONFIGURATOR_MOE_TABLES
 from tilecast.data.vidur import MLP_TYPES
+from tilecast.errors import UserError
 from tilecast.paths import (
     AICONFIGURATOR_DIR,
     AICONFIGURATOR_ENGINES_DIR,
@@ -56,7 +57,7 @@ def _read(dataset: str, root: Path, table: str) -> pd.DataFrame:
 
 def _known(kind: str, name: str, known: tuple[str, ...] | list[str]) -> None:
     if name not in known:
-        raise ValueError(f"unknown {kind} {name!r}; known: {', '.join(known)}")
+        raise UserError(f"unknown {kind} {name!r}; known: {', '.join(known)}")
 
 
 def load_aiconfigurator(table: str, root: str | os.PathLike | None = None) -> pd.DataFrame:

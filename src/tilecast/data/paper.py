@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tilecast.data.columns import NONNEG_FLOAT, POSITIVE_INT, CellError, device_name
+from tilecast.data.columns import NONNEG_FLOAT, POSITIVE_INT, CellError, device_name, is_held_back
 from tilecast.data.rows import Reject, SchemaError
 from tilecast.data.schema import PAPER_CATEGORIES, PAPER_DISTRIBUTIONS, PAPER_E2E, PAPER_MODELS
 from tilecast.data.tables import TableJob, TableResult, rel
@@ -64,7 +64,7 @@ def build_paper_e2e(name: str, path: Path, source: Path) -> TableResult:
     shown, mode = rel(path, source), PAPER_E2E[name]
     rows: list[dict] = []
     rejects: list[Reject] = []
-    blank = 0
+    blank, held = 0, {}
     device_dir = device = device_error = None
     models: list[str] = []
     batches: list[int] = []
@@ -96,6 +96,9 @@ def build_paper_e2e(name: str, path: Path, source: Path) -> TableResult:
                 if cell == "":
                     blank += 1
                     continue
+                if device is not None and is_held_back(device):  # its errors + the roofline give its latencies
+                    held[device] = held.get(device, 0) + 1
+                    continue
                 try:
                     if device_error:
                         raise CellError(device_error)
@@ -107,8 +110,10 @@ def build_paper_e2e(name: str, path: Path, source: Path) -> TableResult:
                              "model": PAPER_MODELS[model], "model_paper": model, "batch": batch,
                              "method": head, "ape_pct": ape})
             blank += len(models) - (len(rec) - 1)
-    return TableResult(f"paper/{name}", _table(E2E_TYPES, rows), rejects, [shown],
-                       notes=[f"{blank} blank cells (not reported by the paper) skipped"])
+    notes = [f"{blank} blank cells (not reported by the paper) skipped"]
+    notes += [f"{n} cells of {d} dropped: a GPU held back from this project (its per-cell errors with the roofline "
+              f"would reconstruct its latencies)" for d, n in sorted(held.items())]
+    return TableResult(f"paper/{name}", _table(E2E_TYPES, rows), rejects, [shown], notes=notes)
 
 
 def build_paper_perop(name: str, path: Path, source: Path) -> TableResult:

@@ -15,9 +15,10 @@ from typing import Any
 import pyarrow as pa
 
 from tilecast.data.columns import STRING, CellError, ColumnType
+from tilecast.errors import UserError
 
 
-class SchemaError(ValueError):
+class SchemaError(UserError):
     """A source table cannot be ingested at all (e.g. a required column is missing)."""
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.evaluation.suite import CalibratedFor
 from tilecast.forecast import FamilyPredictor
 from tilecast.predictors import KernelPredictor, evaluation_rows
@@ -84,7 +85,7 @@ def check_against_runs(table: pd.DataFrame, margin_pct: float = RUN_MARGIN_PCT) 
     labels kept calibrated, and ``disagrees`` (calibrated worse than spec-only by more than ``margin_pct``).
     """
     if not np.isfinite(margin_pct) or margin_pct < 0:
-        raise ValueError(f"calibration margin must be a finite number of points >= 0, got {margin_pct!r}")
+        raise UserError(f"calibration margin must be a finite number of points >= 0, got {margin_pct!r}")
     out = table.reset_index(drop=True)
     notes = np.full(len(out), "", dtype=object)
     ok = out["calibrated"].to_numpy(bool) & out["pred_ms"].notna().to_numpy() & out["pred_cal_ms"].notna().to_numpy()

@@ -17,7 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from tilecast.data import load_e2e_labels, load_node_labels, parse_tag
+from tilecast.errors import UserError
 from tilecast.graph.parallel import ParallelismError, parse_parallel
+from tilecast.metrics import MAX_MEASURED_MS
 from tilecast.specs import UnknownSpecError, get_gpu, get_model
 
 LABEL_COLUMNS = ["device", "gpu", "tag", "model", "mode", "seq_len", "batch", "variant", "parallel", "fused",
@@ -48,7 +50,7 @@ def parse_variant(variant: str) -> tuple[str | None, bool]:
     try:
         par = parse_parallel(variant)
     except ParallelismError:
-        raise ValueError(f"variant {variant!r} is not fusion or a parallel tag (dp4, tp4, pp4_1)") from None
+        raise UserError(f"variant {variant!r} is not fusion or a parallel tag (dp4, tp4, pp4_1)") from None
     return par.tag, False
 
 
@@ -57,16 +59,19 @@ def label_record(device_dir: str, stem: str, latency_ms: object) -> dict:
     try:
         gpu = get_gpu(device_dir)
     except UnknownSpecError as exc:
-        raise ValueError(f"device directory {device_dir!r}: {exc}") from None
+        raise UserError(f"device directory {device_dir!r}: {exc}") from None
     tag = parse_tag(stem)
     try:
         model = get_model(tag.model)
     except UnknownSpecError as exc:
-        raise ValueError(str(exc)) from None
+        raise UserError(str(exc)) from None
     parallel, fused = parse_variant(tag.variant)
     if isinstance(latency_ms, bool) or not isinstance(latency_ms, (int, float)) or not math.isfinite(latency_ms) \
             or latency_ms <= 0:
-        raise ValueError(f"{LATENCY_KEY} must be a positive number of ms, got {latency_ms!r}")
+        raise UserError(f"{LATENCY_KEY} must be a positive number of ms, got {latency_ms!r}")
+    if latency_ms > MAX_MEASURED_MS:
+        raise UserError(f"{LATENCY_KEY}={latency_ms:g} ms is absurd (above {MAX_MEASURED_MS:g} ms, the ceiling of "
+                        f"every measurement: a unit slip or a corrupt file?)")
     return {"device": gpu.device_name, "gpu": gpu.key, "tag": stem, "model": model.key, "mode": tag.mode,
             "seq_len": tag.seq_len, "batch": tag.batch, "variant": tag.variant, "parallel": parallel,
             "fused": fused, "label_ms": float(latency_ms)}
@@ -88,7 +93,7 @@ def read_label_dir(root: str | os.PathLike) -> LabelSet:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(data, dict) or LATENCY_KEY not in data:
-                raise ValueError(f"expected a json object with {LATENCY_KEY!r}")
+                raise UserError(f"expected a json object with {LATENCY_KEY!r}")
             records.append(label_record(path.parent.name, path.stem, data[LATENCY_KEY]))
         except (ValueError, OSError) as exc:  # json.JSONDecodeError is a ValueError
             skipped.append((shown, str(exc)))
@@ -105,12 +110,12 @@ def _read_nodes(root: Path) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
             try:
                 gpu = get_gpu(path.parent.name)
             except UnknownSpecError as exc:
-                raise ValueError(f"device directory {path.parent.name!r}: {exc}") from None
+                raise UserError(f"device directory {path.parent.name!r}: {exc}") from None
             parse_tag(path.stem)
             df = pd.read_csv(path)
             missing = [c for c in NODE_COLUMNS if c not in df]
             if missing:
-                raise ValueError(f"per-node labels need columns {', '.join(NODE_COLUMNS)}; missing {missing}")
+                raise UserError(f"per-node labels need columns {', '.join(NODE_COLUMNS)}; missing {missing}")
         except (ValueError, OSError, UnknownSpecError, pd.errors.ParserError) as exc:
             skipped.append((shown, str(exc)))
             continue

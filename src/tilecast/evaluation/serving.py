@@ -17,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.forecast.serve import SERVE_DTYPES, ServeWorkload, forecast_serve
 from tilecast.metrics import ape_pct
 from tilecast.specs import SpecError, UnknownSpecError, get_gpu, get_model
@@ -31,19 +32,19 @@ _KEY = ("model_path", "system", "precision", "tp_size", "pp_size", "isl", "osl",
 def _int(value: object, name: str) -> int:
     number = pd.to_numeric(pd.Series([value]), errors="coerce").iloc[0]
     if not np.isfinite(number) or number != int(number):
-        raise ValueError(f"{name}={value!r} is not an integer")
+        raise UserError(f"{name}={value!r} is not an integer")
     return int(number)
 
 
 def serve_row_workload(row: pd.Series) -> tuple[ServeWorkload, str]:
     """The serve workload and GPU key of one measured row (raises with the reason it cannot be forecast)."""
     if str(row.get("mode", "agg")) != "agg":
-        raise ValueError(f"mode={row.get('mode')!r}: disaggregated serving (separate prefill and decode pools) "
+        raise UserError(f"mode={row.get('mode')!r}: disaggregated serving (separate prefill and decode pools) "
                          "is not modelled")
     model = get_model(str(row["model_path"]))
     precision = workload_dtype_of(model, str(row.get("precision")))  # int4: Kimi-K2.5's own int4 experts
     if precision not in SERVE_DTYPES:
-        raise ValueError(f"precision={precision!r} is not modelled; serve dtypes: {', '.join(SERVE_DTYPES)}")
+        raise UserError(f"precision={precision!r} is not modelled; serve dtypes: {', '.join(SERVE_DTYPES)}")
     gpu = get_gpu(str(row["system"]))
     pp = _int(row.get("pp_size", 1) if pd.notna(row.get("pp_size", 1)) else 1, "pp_size")
     layout = layout_from_row(row, model) if model.moe is not None else None  # tp, attention dp, ep
@@ -56,7 +57,7 @@ def evaluate_serving(rows: pd.DataFrame, predict: Callable | None = None) -> pd.
     """``rows`` plus ``pred_ttft_ms``, ``pred_tpot_ms``, ``fits``, ``error`` and, where measured, the APEs."""
     missing = [c for c in ("model_path", "system", "isl", "osl", "batch_size", "tp_size") if c not in rows]
     if missing:
-        raise ValueError(f"serving rows need columns {', '.join(missing)} (the serving.csv schema)")
+        raise UserError(f"serving rows need columns {', '.join(missing)} (the serving.csv schema)")
     out = rows.copy()
     keys = [c for c in _KEY if c in rows]
     groups = rows.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()

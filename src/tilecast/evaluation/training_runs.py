@@ -30,6 +30,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.forecast.train_run import forecast_train_run
 from tilecast.metrics import ape_pct
 from tilecast.specs import SpecError, UnknownSpecError, get_gpu, get_model
@@ -56,13 +57,13 @@ def _flag(value: object) -> bool:
         return True
     if text in ("false", "0", "no", "", "nan", "none"):
         return False
-    raise ValueError(f"expected True or False, got {value!r}")
+    raise UserError(f"expected True or False, got {value!r}")
 
 
 def _int(row: pd.Series, col: str) -> int:
     value = pd.to_numeric(pd.Series([row.get(col)]), errors="coerce").iloc[0]
     if not np.isfinite(value) or value != int(value):
-        raise ValueError(f"{col}={row.get(col)!r} is not an integer")
+        raise UserError(f"{col}={row.get(col)!r} is not an integer")
     return int(value)
 
 
@@ -104,7 +105,7 @@ def row_network(row: pd.Series, gpus_per_node: int = GPUS_PER_NODE) -> Network |
 def row_run(row: pd.Series) -> tuple[TrainRun, str]:
     """The training run and GPU key of one measured row (raises with the reason it cannot be forecast)."""
     if "Activation CPUOffload" in row and _flag(row["Activation CPUOffload"]):
-        raise ValueError("Activation CPUOffload=True: offloading activations to the host is not modelled")
+        raise UserError("Activation CPUOffload=True: offloading activations to the host is not modelled")
     seq = _int(row, "SeqLen (T)")
     precision = str(row.get("Precision") or "amp_bf16").lower()
     mode = str(row.get("MP Mode") or "DEFAULT").upper()
@@ -131,9 +132,9 @@ def evaluate_training_runs(rows: pd.DataFrame, predict: Callable | None = None, 
     ``ape_mfu_pct`` (the forecast MFU against the row's)."""
     missing = [c for c in REQUIRED if c not in rows]
     if missing:
-        raise ValueError(f"training-run rows need columns {', '.join(missing)} (the mpt_training.csv schema)")
+        raise UserError(f"training-run rows need columns {', '.join(missing)} (the mpt_training.csv schema)")
     if "GPU" not in rows and "section" not in rows:
-        raise ValueError("training-run rows need a GPU or a section column (the mpt_training.csv schema)")
+        raise UserError("training-run rows need a GPU or a section column (the mpt_training.csv schema)")
     out = rows.reset_index(drop=True).copy()
     results: dict[tuple, tuple] = {}
     keys = [_run_key(r) for _, r in out.iterrows()]

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from tilecast.errors import UserError
 from tilecast.specs import GpuSpec, get_gpu
 from tilecast.tiles.a2a import A2A_MODES, A2A_OPS, a2a_row_errors
 from tilecast.tiles.roofline import a2a_rows_bytes, a2a_sms
@@ -70,7 +71,7 @@ def _check(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     if not np.isin(ops, list(A2A_OPS)).all():
         raise ValueError(f"not all-to-all rows: OPName must be one of {', '.join(sorted(A2A_OPS))}")
     if not np.isin(modes, A2A_MODES).all():
-        raise ValueError(f"unknown a2a_mode {modes[~np.isin(modes, A2A_MODES)][0]!r}; known: {', '.join(A2A_MODES)}")
+        raise UserError(f"unknown a2a_mode {modes[~np.isin(modes, A2A_MODES)][0]!r}; known: {', '.join(A2A_MODES)}")
     return ops, modes
 
 

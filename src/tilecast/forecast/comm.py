@@ -33,6 +33,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.specs import GpuSpec
 
 GB_SI = 1e9
@@ -110,9 +111,9 @@ class CommModel:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.efficiency <= 1.0:
-            raise ValueError(f"link efficiency must be in (0, 1], got {self.efficiency!r}")
+            raise UserError(f"link efficiency must be in (0, 1], got {self.efficiency!r}")
         if self.allreduce not in ALLREDUCE_FACTORS:
-            raise ValueError(f"unknown all-reduce algorithm {self.allreduce!r}; known: "
+            raise UserError(f"unknown all-reduce algorithm {self.allreduce!r}; known: "
                              f"{', '.join(ALLREDUCE_FACTORS)}")
 
     def link_bytes_per_ms(self, gpu: GpuSpec) -> float:
@@ -136,7 +137,7 @@ class CommModel:
     def collective_ms(self, op: str, nbytes: np.ndarray, gpu: GpuSpec, n_gpus: np.ndarray) -> np.ndarray:
         """Time of NCCL collectives ``op`` (a key of :data:`COLLECTIVE_FACTORS`) of ``nbytes`` over ``n_gpus``."""
         if op not in COLLECTIVE_FACTORS:
-            raise ValueError(f"unknown collective {op!r}; known: {', '.join(COLLECTIVE_FACTORS)}")
+            raise UserError(f"unknown collective {op!r}; known: {', '.join(COLLECTIVE_FACTORS)}")
         nbytes = np.asarray(nbytes, dtype=float)
         p = np.maximum(np.broadcast_to(np.asarray(n_gpus, dtype=float), nbytes.shape), 1.0)
         ms = COLLECTIVE_FACTORS[op](p) * nbytes / self.link_bytes_per_ms(gpu)

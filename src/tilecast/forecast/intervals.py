@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.paths import DATA_DIR
 from tilecast.specs import GpuSpec, get_gpu
 
@@ -142,7 +143,7 @@ class IntervalTable:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> IntervalTable:
         if d.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"intervals file format {d.get('format_version')!r}; this tilecast reads "
+            raise UserError(f"intervals file format {d.get('format_version')!r}; this tilecast reads "
                              f"{FORMAT_VERSION} (rerun python benchmarks/generalisation.py)")
         return cls(d["kernel"], d["e2e"], d["training"], {k: v for k, v in d.items()
                                                             if k not in ("kernel", "e2e", "training")})
@@ -170,7 +171,7 @@ def check_level(level: float | None) -> float:
     value = DEFAULT_LEVEL if level is None else level
     if isinstance(value, bool) or not isinstance(value, int | float) or not (
             LEVEL_RANGE[0] <= float(value) <= LEVEL_RANGE[1]):
-        raise ValueError(f"interval_level={level!r} must be a number in [{LEVEL_RANGE[0]}, {LEVEL_RANGE[1]}] "
+        raise UserError(f"interval_level={level!r} must be a number in [{LEVEL_RANGE[0]}, {LEVEL_RANGE[1]}] "
                          f"(default {DEFAULT_LEVEL})")
     return float(value)
 

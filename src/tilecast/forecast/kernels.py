@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.forecast.comm import COLLECTIVE_FACTORS, DEFAULT_COMM, CommModel
 from tilecast.specs import GpuSpec, SpecError, UnknownSpecError, get_gpu
 from tilecast.tiles.a2a import A2A_OPS
@@ -45,7 +46,7 @@ def _row_gpus(rows: pd.DataFrame, gpu: GpuSpec | None) -> tuple[pd.Series, dict[
     if gpu is not None:
         return pd.Series(gpu.device_name, index=rows.index), {gpu.device_name: gpu}, {}
     if "Device" not in rows or rows["Device"].isna().all():
-        raise ValueError("rows name no GPU (no device / Device / system column): name one with gpu=<key>")
+        raise UserError("rows name no GPU (no device / Device / system column): name one with gpu=<key>")
     names = rows["Device"].astype(str)
     specs, errors = {}, {}
     for name in pd.unique(names):
@@ -125,7 +126,7 @@ def forecast_kernels(frame: pd.DataFrame, predict: FamilyPredictor, gpu: GpuSpec
             return forecast_engine_kernels(frame, predict, gpu, comm)
     rows = kernel_rows(frame)
     if "OPName" not in rows:
-        raise ValueError("kernel rows need an 'OPName' column (the data's schema)")
+        raise UserError("kernel rows need an 'OPName' column (the data's schema)")
     names, specs, gpu_errors = _row_gpus(rows, gpu)
     error = names.map(gpu_errors).astype(object).fillna("")
     dtype_errors, dtypes = _dtype_errors(rows, names, specs)

@@ -201,8 +201,9 @@ class ServeForecast:
                 "isl": self.isl, "osl": self.osl, "concurrency": self.concurrency, "ttft_ms": self.ttft_ms,
                 "tpot_ms": self.tpot_ms, "request_latency_ms": self.request_latency_ms,
                 "prefill_ms": self.prefill_ms, "decode_step_ms": self.decode_step_ms,
-                "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
-                "tokens_per_s_per_user": self.tokens_per_s_per_user, "fits": mem.fits,
+                # a configuration that does not fit has no throughput (nor, downstream, a cost): None, not a number
+                "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu if mem.fits else None,
+                "tokens_per_s_per_user": self.tokens_per_s_per_user if mem.fits else None, "fits": mem.fits,
                 "mem_required_gib": mem.total_bytes / GIB, "mem_capacity_gib": mem.capacity_bytes / GIB,
                 "weights_gib": mem.weights_bytes / GIB, "kv_cache_gib": mem.kv_cache_bytes / GIB,
                 "workspace_gib": mem.workspace_bytes / GIB, "max_concurrency": self.max_concurrency,
@@ -218,7 +219,8 @@ class ServeForecast:
             f"  TTFT {self.ttft_ms:10.2f} ms   TPOT {self.tpot_ms:8.3f} ms   "
             f"request {self.request_latency_ms / 1e3:8.2f} s",
             f"  prefill {self.prefill_ms:8.2f} ms   decode step {self.decode_step_ms:8.3f} ms",
-            f"  {self.tokens_per_s_per_gpu:10.1f} output tokens/s per GPU   {self.tokens_per_s_per_user:8.1f} per user",
+            (f"  {self.tokens_per_s_per_gpu:10.1f} output tokens/s per GPU   {self.tokens_per_s_per_user:8.1f} per user"
+             if mem.fits else "  no throughput: this configuration does not fit in memory (below)"),
             f"  memory per GPU {mem.total_bytes / GIB:8.2f} GiB of {mem.capacity_bytes / GIB:.2f} ({fit}): weights "
             f"{mem.weights_bytes / GIB:.2f}, KV cache {mem.kv_cache_bytes / GIB:.2f}, workspace "
             f"{mem.workspace_bytes / GIB:.2f}; largest concurrency that fits: {self.max_concurrency}",

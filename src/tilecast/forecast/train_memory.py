@@ -38,6 +38,7 @@ from tilecast.graph.memory import saved_activations, working_set
 from tilecast.graph.parallel import Parallel, tensor_parallel_tape
 from tilecast.graph.tape import Tape
 from tilecast.specs import GpuSpec
+from tilecast.specs.layout import LayoutError
 from tilecast.specs.train_run import LORA_BASE_BYTES, OPTIMIZERS, SHARDING_LEVELS, TrainRun, TrainRunError
 from tilecast.tiles.dtypes import DTYPE_BYTES, compute_dtype
 
@@ -263,7 +264,7 @@ def _more_gpus(run: TrainRun, factor: int) -> TrainRun:
     sharding = run.sharding if run.sharding != "none" else "zero3"
     try:
         return run.with_(n_gpus=run.n_gpus * factor, global_batch=run.global_batch, sharding=sharding)
-    except TrainRunError:
+    except (TrainRunError, LayoutError):
         return run.with_(n_gpus=run.n_gpus * factor, grad_accum=run.grad_accum, global_batch=None, sharding=sharding)
 
 
@@ -284,7 +285,7 @@ def fitting_change(run: TrainRun, gpu: GpuSpec) -> FitAdvice:
     for label, apply in steps:
         try:
             candidate = apply(run)
-        except TrainRunError:
+        except (TrainRunError, LayoutError):
             continue
         mem = train_memory(candidate, gpu)
         if mem.fits:
@@ -293,7 +294,7 @@ def fitting_change(run: TrainRun, gpu: GpuSpec) -> FitAdvice:
     for label, apply in steps:
         try:
             candidate = apply(current)
-        except TrainRunError:
+        except (TrainRunError, LayoutError):
             continue
         mem = train_memory(candidate, gpu)
         if mem.total_bytes >= best:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tilecast.errors import UserError
 from tilecast.graph.tape import Tape, Tensor
 from tilecast.specs import ModelSpec
 from tilecast.specs.layout import Layout
@@ -54,7 +55,7 @@ def activation(c: Ctx, name: str, x: Tensor, rows: int, h: int, kind: str) -> Te
         return t.vec(f"{name}.mul_3", "mul", [half, one], rows, h)
     if kind in ("gelu", "relu", "silu", "tanh", "sigmoid"):
         return t.vec(name, kind, [x], rows, h)
-    raise ValueError(f"activation {kind!r} is not modelled; known: gelu_new, gelu, relu, silu, tanh, sigmoid")
+    raise UserError(f"activation {kind!r} is not modelled; known: gelu_new, gelu, relu, silu, tanh, sigmoid")
 
 
 def rms_norm(c: Ctx, name: str, x: Tensor, rows: int, h: int) -> Tensor:

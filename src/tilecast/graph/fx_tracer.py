@@ -20,6 +20,7 @@ import torch.fx
 from torch import nn
 from torch.func import functional_call
 
+from tilecast.errors import UserError
 from tilecast.graph.fx_map import Mapper
 from tilecast.graph.lower import lower
 from tilecast.graph.ops import OpGraph
@@ -93,7 +94,7 @@ def trace_module(module: nn.Module, *example_inputs: ShapeLike, dtype: torch.dty
     """
     mode = mode or ("training" if module.training else "inference")
     if mode not in ("inference", "training"):
-        raise ValueError(f"mode must be inference or training, got {mode!r}")
+        raise UserError(f"mode must be inference or training, got {mode!r}")
     try:
         gm = torch.fx.symbolic_trace(module)
     except Exception as exc:  # noqa: BLE001 - fx raises many types; report them uniformly

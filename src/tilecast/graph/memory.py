@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import asdict, dataclass
 
+from tilecast.errors import UserError
 from tilecast.graph.build import SHORT_BLOCKS, as_workload, recorded, scalable, with_blocks
 from tilecast.graph.tape import EXTERNAL, Node, Tape
 from tilecast.graph.work import expert_weight_bytes
@@ -171,7 +172,7 @@ def footprint_of(tape: Tape, training: bool, dtype: str = "fp32", optimizer: str
     """The footprint of a recorded forward pass (see the module docstring for each part)."""
     check_workload_dtype(dtype)
     if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be 'adamw' or None, got {optimizer!r}")
+        raise UserError(f"optimizer must be 'adamw' or None, got {optimizer!r}")
     size = DTYPE_BYTES[compute_dtype(dtype)]  # activations, KV cache, working sets
     n_params = tape.num_params
     params, weight_size = _params_bytes(tape, dtype), DTYPE_BYTES.get(dtype, 4)

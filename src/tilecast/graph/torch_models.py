@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tilecast.errors import UserError
 from tilecast.specs import ModelSpec
 
 MODES = ("inference", "training")
@@ -31,7 +32,7 @@ MODES = ("inference", "training")
 MASK_VALUE = -65504.0
 
 
-class UnsupportedModelError(ValueError):
+class UntraceableModelError(UserError):
     """The zoo has no builder for this model family, or the mode is unknown."""
 
 
@@ -59,7 +60,7 @@ ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
 def activation(name: str) -> nn.Module:
     """Activation module for a Hugging Face activation name."""
     if name not in ACTIVATIONS:
-        raise UnsupportedModelError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}")
+        raise UntraceableModelError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}")
     return ACTIVATIONS[name]()
 
 
@@ -506,9 +507,9 @@ def build_torch_model(spec: ModelSpec, mode: str = "inference") -> nn.Module:
     in the default dtype; cast with ``.to(dtype)`` afterwards.
     """
     if mode not in MODES:
-        raise UnsupportedModelError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+        raise UntraceableModelError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     if spec.family not in BUILDERS:
-        raise UnsupportedModelError(f"model {spec.key!r}: family {spec.family!r} has no plain-torch builder; "
+        raise UntraceableModelError(f"model {spec.key!r}: family {spec.family!r} has no plain-torch builder; "
                                     f"supported: {', '.join(BUILDERS)}")
     model = BUILDERS[spec.family](spec, mode)
     return model.train(mode == "training")

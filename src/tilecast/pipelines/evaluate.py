@@ -15,6 +15,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.evaluation.calibration import RUN_MARGIN_PCT, calibrated_for, check_against_runs, disagreement_lines
 from tilecast.evaluation.labels import LabelSet, read_label_dir, shipped_labels, skipped_lines
 from tilecast.evaluation.paper import with_paper
@@ -54,7 +55,7 @@ class EvaluationSettings:
     def __post_init__(self) -> None:
         m = self.calibration_margin_pct
         if isinstance(m, bool) or not isinstance(m, int | float) or not np.isfinite(m) or m < 0:
-            raise ValueError(f"calibration_margin_pct must be a number of points >= 0, got {m!r}")
+            raise UserError(f"calibration_margin_pct must be a number of points >= 0, got {m!r}")
 
 
 @dataclass
@@ -89,7 +90,7 @@ def load_predictors(forecaster: str, alias: str) -> tuple[dict[str, KernelPredic
         return {f: lp.predictor for f, lp in rp.loaded.items()}, rp.versions, list(rp.notes)
     if forecaster == "roofline":
         return {f: PREDICTORS["roofline"].fit(f, None) for f in FP32_FAMILIES}, {}, []
-    raise ValueError(f"unknown forecaster {forecaster!r}; known: registry, roofline")
+    raise UserError(f"unknown forecaster {forecaster!r}; known: registry, roofline")
 
 
 def evaluate(settings: EvaluationSettings) -> EvaluationResult:
@@ -101,7 +102,7 @@ def evaluate(settings: EvaluationSettings) -> EvaluationResult:
     labels = load_labels(settings.labels_dir)
     if labels.labels.empty:
         reasons = "; ".join(skipped_lines(labels.skipped)[:3]) if labels.skipped else "no label files"
-        raise ValueError(f"no label could be read from {labels.source}: {reasons}")
+        raise UserError(f"no label could be read from {labels.source}: {reasons}")
     predictors, versions, notes = load_predictors(settings.forecaster, settings.alias)
     calibrated = calibrated_for(predictors, settings.calibration_rows, settings.seed) if settings.calibrate else None
     table = forecast_labels(labels.labels, as_family_predictor(predictors), calibrated, interval_level=level)

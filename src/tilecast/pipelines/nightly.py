@@ -25,6 +25,7 @@ import mlflow
 
 from tilecast.pipelines.report import write_report_into
 from tilecast.pipelines.score import ScoreRun, ScoreSettings, prepare, quiet_logs, score_into
+from tilecast.progress import phase
 from tilecast.reports.build import ReportSettings
 from tilecast.reports.diff import RunDiff
 from tilecast.reports.fleet import Fleet
@@ -73,11 +74,11 @@ def ensure_champion(settings: NightlySettings, config_yaml: str | None = None) -
     if not missing:
         return ()
     from tilecast.registry.promotion import PromotionPolicy, promote
-    from tilecast.registry.training import TrainSpec, train
+    from tilecast.registry.training import TrainSpec, default_workers, train
 
     log.warning("no @champion for %s: training and promoting them first", ", ".join(missing))
     spec = TrainSpec(**{"predictor": "xgboost", **dict(settings.train), "families": tuple(missing)})
-    train(spec, config_yaml)
+    train(spec, config_yaml, workers=default_workers())  # the families' fits at once, one per core
     promote(missing, PromotionPolicy(**dict(settings.promote_policy)), config_yaml=config_yaml)
     return tuple(missing)
 
@@ -113,8 +114,13 @@ def run_nightly(settings: NightlySettings, config_yaml: str | None = None) -> Ni
     t0 = time.perf_counter()
     quiet_logs()
     configure(settings.score.tracking_uri)
-    boot = ensure_champion(settings, config_yaml) if settings.score.predictor == "registry" else ()
-    prep = prepare(settings.score)
+    with phase("champions", "checking the registry") as ph:
+        boot = ensure_champion(settings, config_yaml) if settings.score.predictor == "registry" else ()
+        ph.done(f"trained and promoted {', '.join(boot)}" if boot else "every family has one")
+    with phase("prepare", "matrix, prices and predictors") as ph:
+        prep = prepare(settings.score)
+        ph.done(f"{len(prep.cells):,} cells" + (f" and {len(prep.serve_cells):,} serve cells"
+                                                if prep.serve_cells is not None else ""))
     store = RunStore(settings.score.output_dir)
     with mlflow.start_run(experiment_id=ensure_experiment(settings.experiment), run_name=f"nightly-{prep.date}") as mr:
         log_lineage(config_yaml, job="nightly", date=prep.date, matrix=prep.matrix.name)
@@ -124,10 +130,13 @@ def run_nightly(settings: NightlySettings, config_yaml: str | None = None) -> Ni
                            **{f"version.{f}": v for f, v in prep.source.versions.items()}})
         with store.stage(prep.date) as staging:
             run = score_into(prep, settings.score, staging)
-            md, html, diff, fit = write_report_into(staging, store, prep.date, settings.report, settings.fleet)
+            with phase("report", f"{run.stats.cells:,} cells") as ph:
+                md, html, diff, fit = write_report_into(staging, store, prep.date, settings.report, settings.fleet)
+                ph.done(f"{html.name} {html.stat().st_size / 2**20:.1f} MB")
         final = store.path(prep.date)
-        mlflow.log_metrics({**_metrics(run, diff, fit), "nightly_total_s": time.perf_counter() - t0})
-        mlflow.log_artifacts(str(final), artifact_path="run")
+        with phase("mlflow", f"logging run {prep.date} to experiment {settings.experiment}"):
+            mlflow.log_metrics({**_metrics(run, diff, fit), "nightly_total_s": time.perf_counter() - t0})
+            mlflow.log_artifacts(str(final), artifact_path="run")
         run_id = mr.info.run_id
     log.info("nightly %s: %d cells, %d failed -> %s (MLflow run %s)", prep.date, run.stats.cells,
              run.stats.failed_cells, final, run_id)

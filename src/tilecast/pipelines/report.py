@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from tilecast.errors import one_line
 from tilecast.pipelines.score import PRICING_CSV, RUN_JSON, read_run, read_serve, read_train
 from tilecast.reports.build import ReportSettings, build_report, fit_blocks
 from tilecast.reports.diff import RunDiff, compare_runs
@@ -35,13 +37,41 @@ class ReportResult:
 
 def previous_run(store: RunStore, date: str, matrix: str | None) -> str | None:
     """The latest earlier run of the same matrix (any matrix when ``matrix`` is None)."""
+    return next(iter(_earlier_runs(store, date, matrix, [])), None)
+
+
+def _earlier_runs(store: RunStore, date: str, matrix: str | None, skipped: list[str]) -> Iterator[str]:
+    """Earlier runs of the same matrix, latest first; a run whose ``run.json`` cannot be read is added to
+    ``skipped`` (``<date>: <why>``) and passed over."""
     for d in reversed([d for d in store.dates() if d < date]):
         meta_path = store.root / d / RUN_JSON
         if not meta_path.exists():
             continue
-        if matrix is None or json.loads(meta_path.read_text()).get("matrix") == matrix:
-            return d
-    return None
+        try:
+            same = matrix is None or json.loads(meta_path.read_text()).get("matrix") == matrix
+        except (OSError, ValueError) as exc:
+            skipped.append(f"{d}: {RUN_JSON} cannot be read ({one_line(exc)})")
+            continue
+        if same:
+            yield d
+
+
+def readable_previous(store: RunStore, date: str, matrix: str | None
+                      ) -> tuple[str | None, pd.DataFrame | None, list[str]]:
+    """The latest earlier run of the same matrix whose tables can be read: (date, scores, skipped), where
+    ``skipped`` says, per broken run passed over, why (a truncated or unreadable ``scores.parquet``). A
+    broken previous night never stops tonight's report: it is named in the comparison and skipped."""
+    skipped: list[str] = []
+    for d in _earlier_runs(store, date, matrix, skipped):
+        try:
+            scores = read_run(store.root / d)[0]
+            read_serve(store.root / d)
+        except Exception as exc:  # noqa: BLE001 any unreadable table (ArrowInvalid, OSError, a missing column)
+            skipped.append(f"{d}: its tables cannot be read ({one_line(exc)})")
+            log.warning("previous run %s skipped: %s", d, skipped[-1])
+            continue
+        return d, scores, skipped
+    return None, None, skipped
 
 
 def write_report_into(directory: Path, store: RunStore, date: str, settings: ReportSettings,
@@ -54,9 +84,8 @@ def write_report_into(directory: Path, store: RunStore, date: str, settings: Rep
     scores, meta = read_run(directory)
     diff, prev = None, None
     if compare:
-        prev = previous_run(store, date, meta.get("matrix"))
-        prev_scores = read_run(store.root / prev)[0] if prev else None
-        diff = compare_runs(scores, prev_scores, date, prev, settings.diff_threshold)
+        prev, prev_scores, skipped = readable_previous(store, date, meta.get("matrix"))
+        diff = compare_runs(scores, prev_scores, date, prev, settings.diff_threshold, skipped=tuple(skipped))
     blocks, fit_summary = None, None
     if fit_check:
         try:

@@ -24,7 +24,8 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from tilecast.paths import ROOT
+from tilecast.errors import UserError
+from tilecast.paths import STATE_ROOT
 from tilecast.scoring.cluster import DaskConfig, dask_client
 from tilecast.scoring.engine import ScoreStats, score_grid
 from tilecast.scoring.graph_cache import GraphCache
@@ -63,7 +64,7 @@ class ScoreSettings:
     predictor: str = "registry"  # registry | roofline
     alias: str = "champion"
     tracking_uri: str | None = None
-    output_dir: Path = ROOT / "reports"
+    output_dir: Path = STATE_ROOT / "reports"
     date: str | None = None
     fit: FitPolicy = field(default_factory=FitPolicy)
     progress: bool | None = None  # None: a bar on a terminal, none under CI
@@ -74,7 +75,7 @@ class ScoreSettings:
 
     def __post_init__(self) -> None:
         if self.progress is not None and not isinstance(self.progress, bool):  # bool("maybe") would be True
-            raise ValueError(f"progress={self.progress!r}: expected true, false or null (a bar on a terminal only)")
+            raise UserError(f"progress={self.progress!r}: expected true, false or null (a bar on a terminal only)")
 
     @property
     def cache(self) -> GraphCache | None:
@@ -121,12 +122,15 @@ def show_progress(setting: bool | None) -> bool:
 
 
 def quiet_logs() -> None:
-    """Dask's own INFO lines (scheduler, nannies, every task cancelled at shutdown) are never shown: the
-    progress bar and tilecast's lines say what happens. Under CI tilecast logs only warnings and errors
-    too (the job still prints its one-line summary)."""
+    """Dask's own INFO lines (scheduler, nannies, every task cancelled at shutdown) are never shown, nor the
+    nannies' and workers' warnings while the cluster shuts down: the phase lines (:mod:`tilecast.progress`) and
+    tilecast's own say what happens. Under CI tilecast logs only warnings, errors and its phase lines."""
     names = ("tilecast", "distributed") if under_ci() else ("distributed",)
     for name in names:
         logging.getLogger(name).setLevel(logging.WARNING)
+    logging.getLogger("tilecast.progress").setLevel(logging.INFO)  # one line per phase, in a log too
+    for name in ("distributed.nanny", "distributed.process", "distributed.worker"):  # the nannies' shutdown chatter
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def prepare(settings: ScoreSettings) -> Prepared:
@@ -254,5 +258,5 @@ def _max_cells(value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"max_cells must be a positive integer or null (no limit), got {value!r}")
+        raise UserError(f"max_cells must be a positive integer or null (no limit), got {value!r}")
     return value

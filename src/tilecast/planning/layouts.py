@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
+
 #: the layout columns of a serving candidate
 LAYOUT_COLUMNS = ("mode", "tp", "pp", "ep", "attention_dp", "prefill_tp", "prefill_workers", "decode_tp",
                   "decode_workers")
@@ -53,27 +55,27 @@ def search_fields(cls: type, cfg: Mapping | None, section: str, flags: tuple[str
     cfg = dict(cfg or {})
     unknown = sorted(set(cfg) - set(cls.__dataclass_fields__))
     if unknown:
-        raise ValueError(f"{section}: unknown key(s) {', '.join(unknown)} (known: "
+        raise UserError(f"{section}: unknown key(s) {', '.join(unknown)} (known: "
                          f"{', '.join(cls.__dataclass_fields__)})")
     out: dict = {}
     for key, value in cfg.items():
         if key in flags:
             if not isinstance(value, bool):
-                raise ValueError(f"{section}.{key} must be true or false, got {value!r}")
+                raise UserError(f"{section}.{key} must be true or false, got {value!r}")
             out[key] = value
         elif key in ints:
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{section}.{key} must be a positive integer, got {value!r}")
+                raise UserError(f"{section}.{key} must be a positive integer, got {value!r}")
             out[key] = value
         else:
             items = value if isinstance(value, list | tuple) else [value]
             if key in words:
                 if not items:
-                    raise ValueError(f"{section}.{key} must not be empty")
+                    raise UserError(f"{section}.{key} must not be empty")
                 out[key] = tuple(dict.fromkeys(str(v) for v in items))
                 continue
             if not items or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in items):
-                raise ValueError(f"{section}.{key} must be a list of positive integers, got {value!r}")
+                raise UserError(f"{section}.{key} must be a list of positive integers, got {value!r}")
             out[key] = tuple(sorted(set(int(v) for v in items)))
     return out
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.planning.layouts import ServeSearch, serve_layouts
 from tilecast.planning.questions import Question, ServeQuestion, TrainQuestion
 from tilecast.planning.result import Plan
@@ -125,14 +126,14 @@ def settings_from_config(cfg: Mapping[str, Any]) -> PlanSettings:
     search = cfg.get("search") or {}
     unknown = sorted(set(search) - {"serve", "train"})
     if unknown:
-        raise ValueError(f"search: unknown key(s) {', '.join(unknown)} (known: serve, train)")
+        raise UserError(f"search: unknown key(s) {', '.join(unknown)} (known: serve, train)")
     cache = None
     if cfg.get("graph_cache", True):
         cache = GraphCache(resolve(cfg["cache_dir"]) if cfg.get("cache_dir") else ROOT / "reports" / ".cache",
                            variant="optimizer=adamw")
     top = cfg.get("top", 20)
     if isinstance(top, bool) or not isinstance(top, int) or top < 0:
-        raise ValueError(f"top must be a non-negative integer, got {top!r}")
+        raise UserError(f"top must be a non-negative integer, got {top!r}")
     return PlanSettings(pricing=cfg["pricing"], dask=DaskConfig.from_mapping(cfg.get("dask")),
                         predictor=str(cfg.get("forecaster") or "registry"), alias=str(cfg.get("alias") or "champion"),
                         tracking_uri=(cfg.get("mlflow") or {}).get("tracking_uri"),

@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.predictors.rows import TRAINING_GPUS, UNSEEN_GPUS, evaluation_rows, training_rows
 from tilecast.specs import GpuSpec
 from tilecast.tiles.ops import FAMILIES
@@ -96,7 +97,7 @@ def register_lazy(name: str, module: str) -> None:
 def fit_predictor(name: str, family: str, rows: pd.DataFrame, **params: Any) -> KernelPredictor:
     """Fit predictor ``name`` for ``family`` on ``rows`` (kernel schema with ``Latency`` in ms)."""
     if name not in PREDICTORS:
-        raise ValueError(f"unknown predictor {name!r}; known: {', '.join(sorted(PREDICTORS))}")
+        raise UserError(f"unknown predictor {name!r}; known: {', '.join(sorted(PREDICTORS))}")
     if family not in FAMILIES:
-        raise ValueError(f"unknown kernel family {family!r}; known: {', '.join(FAMILIES)}")
+        raise UserError(f"unknown kernel family {family!r}; known: {', '.join(FAMILIES)}")
     return PREDICTORS[name].fit(family, rows, **params)

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.predictors.bounds import bounded_ms
 from tilecast.specs import GpuSpec, get_gpu
 from tilecast.tiles.roofline import roofline_ms
@@ -63,7 +64,7 @@ def log2_shape(rows: pd.DataFrame, dims: tuple[str, ...]) -> np.ndarray:
     """(n, len(dims)) log2 of the shape columns ``dims`` of ``rows``."""
     missing = [d for d in dims if d not in rows]
     if missing:
-        raise ValueError(f"calibration needs kernel shape columns {list(dims)}; missing: {missing}")
+        raise UserError(f"calibration needs kernel shape columns {list(dims)}; missing: {missing}")
     vals = rows[list(dims)].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
     return np.log2(np.maximum(vals, 1.0))
 
@@ -192,9 +193,9 @@ def fit_calibration(predictor: Any, rows_measured: pd.DataFrame, gpu: GpuSpec, m
                     ridge: float = KRR_RIDGE) -> Calibration:
     """Fit the correction of ``predictor`` (one family) on ``rows_measured`` (with ``Latency``) on ``gpu``."""
     if method not in METHODS:
-        raise ValueError(f"unknown calibration method {method!r}; known: {', '.join(METHODS)}")
+        raise UserError(f"unknown calibration method {method!r}; known: {', '.join(METHODS)}")
     if base not in (*BASES, "auto"):
-        raise ValueError(f"unknown calibration base {base!r}; known: {', '.join(BASES)}, auto")
+        raise UserError(f"unknown calibration base {base!r}; known: {', '.join(BASES)}, auto")
     family = str(getattr(predictor, "family", ""))
     floor = float(getattr(predictor, "floor_ms", 0.0))
     lat = pd.to_numeric(rows_measured["Latency"], errors="coerce").to_numpy(dtype=float)

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.predictors.tile_choice import TileChooser, fit_chooser, valid_profiled
 from tilecast.specs import GpuSpec
 from tilecast.tiles.features import FEATURE_BUILDERS, default_features
@@ -29,7 +30,7 @@ def predictor_defaults(name: str) -> dict[str, Any]:
     path = CONF_DIR / "predictor" / f"{name}.yaml"
     params = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("params")
     if not isinstance(params, dict) or not params:
-        raise ValueError(f"{path}: no 'params' mapping (the defaults of predictor {name!r})")
+        raise UserError(f"{path}: no 'params' mapping (the defaults of predictor {name!r})")
     return dict(params)
 
 
@@ -38,7 +39,7 @@ def fit_params(predictor: str, family: str, defaults: dict[str, Any], params: di
     family's default feature columns when ``features`` is None."""
     unknown = sorted(set(params) - set(defaults))
     if unknown:
-        raise ValueError(f"unknown {predictor} parameter {unknown[0]!r}; known: {', '.join(defaults)}")
+        raise UserError(f"unknown {predictor} parameter {unknown[0]!r}; known: {', '.join(defaults)}")
     for key, value in params.items():  # a positive numeric default admits only positive numbers of its kind
         default = defaults[key]
         if isinstance(default, bool) or not isinstance(default, int | float) or default <= 0:
@@ -46,7 +47,7 @@ def fit_params(predictor: str, family: str, defaults: dict[str, Any], params: di
         kind = int if isinstance(default, int) else (int, float)
         if isinstance(value, bool) or not isinstance(value, kind) or not value > 0:
             what = "a positive integer" if kind is int else "a positive number"
-            raise ValueError(f"{predictor} parameter {key}={value!r} must be {what} (default {default!r})")
+            raise UserError(f"{predictor} parameter {key}={value!r} must be {what} (default {default!r})")
     p = {**defaults, **params}
     p["features"] = list(p["features"] or default_features(family))
     return p

@@ -14,10 +14,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tilecast.errors import UserError
+
 FORMAT_KEY = "format_version"
 
 
-class ModelFormatError(ValueError):
+class ModelFormatError(UserError):
     """A saved predictor or tile chooser in a format this tilecast cannot read (old, newer, or damaged).
 
     ``found``: the file's format version (None: none recorded and not the version-1 layout);

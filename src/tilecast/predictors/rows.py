@@ -27,6 +27,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from tilecast.data import load_kernels
+from tilecast.errors import UserError
 from tilecast.specs import get_gpu
 from tilecast.tiles.ops import FAMILIES, MOE_MLA_FAMILIES, PRECISION_FAMILIES, row_families
 from tilecast.tiles.sources import kernel_rows
@@ -60,7 +61,7 @@ _MOE_TABLES: dict[str, str] = {"moe": "moe", "mla_prefill": "context_mla", "mla_
 
 def _check_family(family: str) -> None:
     if family not in FAMILIES:
-        raise ValueError(f"unknown kernel family {family!r}; known: {', '.join(FAMILIES)}")
+        raise UserError(f"unknown kernel family {family!r}; known: {', '.join(FAMILIES)}")
 
 
 def device_names(gpus: Iterable[str]) -> list[str]:

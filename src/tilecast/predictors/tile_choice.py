@@ -20,6 +20,7 @@ import pandas as pd
 import xgboost as xgb
 from scipy.spatial import cKDTree
 
+from tilecast.errors import UserError
 from tilecast.predictors.format import ModelFormatError, read_meta, write_meta
 from tilecast.specs import GpuSpec
 from tilecast.tiles.choice import DEFAULT_GENERATION, choice_features, reference_nn_columns, row_gpu_columns
@@ -255,7 +256,7 @@ TILE_CHOOSERS: dict[str, type] = {c.name: c for c in (FixedTileChooser, NearestT
 def fit_chooser(name: str, rows: pd.DataFrame, **params: Any) -> TileChooser:
     """Fit tile chooser ``name`` on profiled GEMM rows."""
     if name not in TILE_CHOOSERS:
-        raise ValueError(f"unknown tile chooser {name!r}; known: {', '.join(TILE_CHOOSERS)}")
+        raise UserError(f"unknown tile chooser {name!r}; known: {', '.join(TILE_CHOOSERS)}")
     return TILE_CHOOSERS[name].fit(rows, **params)
 
 

@@ -39,7 +39,9 @@ from typing import Any, TypeVar
 
 from mlflow import MlflowClient
 
+from tilecast.atomic import crash_point
 from tilecast.registry.models import RegistryError
+from tilecast.signals import held
 
 HISTORY_PREFIX = "tilecast.alias_move."
 MOVE, ROLLBACK = "move", "rollback"
@@ -188,12 +190,14 @@ def move_alias(model: str, alias: str, version: str | int | None, *, reason: str
     move = AliasMove(model=model, alias=alias, from_version=previous, to_version=version, time_utc=_now(),
                      reason=reason, metrics={k: float(v) for k, v in kept.items()}, user=_user(), kind=kind,
                      undoes=undoes)
-    retry(client.set_registered_model_tag, model, key, move.to_json())
-    history = _reconcile(model, alias, client)
-    if version is not None:
-        retry(client.set_model_version_tag, model, version, f"tilecast.alias.{alias}.set_at", move.time_utc)
-    if previous is not None and previous != version:
-        retry(client.set_model_version_tag, model, previous, f"tilecast.alias.{alias}.removed_at", move.time_utc)
+    with held(f"move of {model}@{alias}"):  # a SIGTERM / SIGINT waits until history and alias agree
+        retry(client.set_registered_model_tag, model, key, move.to_json())
+        crash_point("alias.recorded")
+        history = _reconcile(model, alias, client)
+        if version is not None:
+            retry(client.set_model_version_tag, model, version, f"tilecast.alias.{alias}.set_at", move.time_utc)
+        if previous is not None and previous != version:
+            retry(client.set_model_version_tag, model, previous, f"tilecast.alias.{alias}.removed_at", move.time_utc)
     return next((m for m in history if m.key == key), replace(move, key=key))
 
 

@@ -28,9 +28,10 @@ import numpy as np
 import pandas as pd
 
 from tilecast.data.schema import kernel_dims
+from tilecast.errors import UserError
 from tilecast.evaluation.calibration import RUN_MARGIN_PCT, corrected
 from tilecast.evaluation.suite import forecast_labels
-from tilecast.metrics import ape_pct
+from tilecast.metrics import MAX_MEASURED_MS, ape_pct
 from tilecast.predictors.calibration import Calibration, fit_calibration, loo_mape_pct
 from tilecast.registry.calibrations import CalibrationSet, FamilyCalibration, save_calibration
 from tilecast.registry.forecaster import as_family_predictor
@@ -53,7 +54,7 @@ LAUNCH_MS = 0.01
 _SHOWN = 12  # bad rows named in one error
 
 
-class CalibrationRefused(ValueError):
+class CalibrationRefused(UserError):
     """The calibration failed the gate; nothing was logged or stored. The message says which family and why."""
 
 
@@ -62,22 +63,22 @@ class CalibrationGate:
     """What a calibration must satisfy before it is stored (``gate`` in conf/calibrate.yaml)."""
 
     min_distinct_rows: int = 5  # distinct kernel shapes per family
-    max_latency_ms: float = 600_000.0  # a measured kernel above this (10 min) is a mistake
+    max_latency_ms: float = MAX_MEASURED_MS  # a measured kernel above this (10 min) is a mistake
     max_roofline_ratio: float = 1e4  # ... as is one this many times slower than its roofline (launch included)
     max_folds: int = 20  # leave-one-shape-out beyond this many shapes: that many folds
     model_run_margin_pct: float = RUN_MARGIN_PCT  # points of end-to-end mean APE the set must win by on model runs
 
     def __post_init__(self) -> None:
         if self.min_distinct_rows < 2:
-            raise ValueError(f"gate.min_distinct_rows must be >= 2 (leave-one-out needs two shapes), got "
+            raise UserError(f"gate.min_distinct_rows must be >= 2 (leave-one-out needs two shapes), got "
                              f"{self.min_distinct_rows!r}")
         for name in ("max_latency_ms", "max_roofline_ratio"):
             if not getattr(self, name) > 0:
-                raise ValueError(f"gate.{name} must be > 0, got {getattr(self, name)!r}")
+                raise UserError(f"gate.{name} must be > 0, got {getattr(self, name)!r}")
         if self.max_folds < 2:
-            raise ValueError(f"gate.max_folds must be >= 2, got {self.max_folds!r}")
+            raise UserError(f"gate.max_folds must be >= 2, got {self.max_folds!r}")
         if not (np.isfinite(self.model_run_margin_pct) and self.model_run_margin_pct >= 0):
-            raise ValueError(f"gate.model_run_margin_pct must be a number of points >= 0, got "
+            raise UserError(f"gate.model_run_margin_pct must be a number of points >= 0, got "
                              f"{self.model_run_margin_pct!r}")
 
 
@@ -97,7 +98,7 @@ def _bad_dims(rows: pd.DataFrame, families: pd.Series) -> dict[int, list[str]]:
         at = np.flatnonzero((families == fam).to_numpy())
         for dim in measured_dims(fam):
             if dim not in rows:
-                raise ValueError(f"measurements have {fam} rows but no {dim!r} column (a {fam} kernel needs "
+                raise UserError(f"measurements have {fam} rows but no {dim!r} column (a {fam} kernel needs "
                                  f"{', '.join(measured_dims(fam))})")
             raw = rows[dim].to_numpy(dtype=object)[at]
             num = pd.to_numeric(pd.Series(raw), errors="coerce").to_numpy(dtype=float)
@@ -116,12 +117,12 @@ def check_measurements(rows: pd.DataFrame, gpu: GpuSpec, source: str = "",
     gate = gate or CalibrationGate()
     missing = [c for c in ("OPName", "Latency") if c not in rows]
     if missing:
-        raise ValueError(f"measurements need columns {missing} (the data's kernel schema: OPName, B, M, N, K "
+        raise UserError(f"measurements need columns {missing} (the data's kernel schema: OPName, B, M, N, K "
                          f"or B, H, Latency in ms)")
     if "Device" in rows:
         other = sorted({str(d) for d in pd.unique(rows["Device"]) if get_gpu(str(d)).key != gpu.key})
         if other:
-            raise ValueError(f"measurements for gpu={gpu.key} ({gpu.device_name!r}) contain rows of other devices: "
+            raise UserError(f"measurements for gpu={gpu.key} ({gpu.device_name!r}) contain rows of other devices: "
                              f"{', '.join(other)}")
     rows = rows.reset_index(drop=True)
     families = row_families(rows)
@@ -154,7 +155,7 @@ def check_measurements(rows: pd.DataFrame, gpu: GpuSpec, source: str = "",
         where = f"measurements {source}" if source else "measurements"
         shown = "; ".join(f"row {pos}: {', '.join(why)}" for pos, why in sorted(bad.items())[:_SHOWN])
         more = f"; and {len(bad) - _SHOWN} more" if len(bad) > _SHOWN else ""
-        raise ValueError(f"{where}: {len(bad)} bad row(s), nothing stored (rows count from 0, the header not "
+        raise UserError(f"{where}: {len(bad)} bad row(s), nothing stored (rows count from 0, the header not "
                          f"counted): {shown}{more}")
     return rows.assign(Latency=latency)
 
@@ -213,7 +214,7 @@ def check_model_runs(gpu: GpuSpec, runs: pd.DataFrame, fitted: list[_Fitted], al
     mine = runs.loc[runs["gpu"] == gpu.key] if "gpu" in runs else runs.iloc[:0]
     if mine.empty:
         found = ", ".join(sorted(map(str, pd.unique(runs["gpu"])))) if "gpu" in runs and len(runs) else "none"
-        raise ValueError(f"model_runs {source}: no end-to-end label of {gpu.key} (labels found for: {found})")
+        raise UserError(f"model_runs {source}: no end-to-end label of {gpu.key} (labels found for: {found})")
     base = load_registry_predictor(alias, FP32_FAMILIES, calibrate=False)  # the labels are fp32
     predictors = {f: lp.predictor for f, lp in base.loaded.items()}
     corrections = {f.family: f.calibration for f in fitted if f.calibration is not None}
@@ -221,7 +222,7 @@ def check_model_runs(gpu: GpuSpec, runs: pd.DataFrame, fitted: list[_Fitted], al
                             calibrated=lambda g: corrected(predictors, corrections))
     ok = table["pred_ms"].notna()
     if not ok.any():
-        raise ValueError(f"model_runs {source}: none of the {len(mine)} labels of {gpu.key} could be forecast: "
+        raise UserError(f"model_runs {source}: none of the {len(mine)} labels of {gpu.key} could be forecast: "
                          f"{table['error'].iloc[0]}")
     spec, cal = float(table.loc[ok, "ape_pct"].mean()), float(table.loc[ok, "ape_cal_pct"].mean())
     if not cal <= spec - gate.model_run_margin_pct:
@@ -251,7 +252,7 @@ def calibrate_gpu(gpu: GpuSpec, measurements: pd.DataFrame, alias: str = DEFAULT
         log.warning("%d measured rows of op %r: no predictor covers it; not used", n, op)
     present = list(families.dropna().unique())
     if not present:
-        raise ValueError(f"measurements have no rows of a known op family (ops: {', '.join(unknown.index)})")
+        raise UserError(f"measurements have no rows of a known op family (ops: {', '.join(unknown.index)})")
     rp = load_registry_predictor(alias, present, calibrate=False)
     for note in rp.notes:
         log.warning(note)

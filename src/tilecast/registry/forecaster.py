@@ -44,6 +44,7 @@ from mlflow.models import ModelSignature
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.types.schema import ColSpec, ParamSchema, ParamSpec, Schema
 
+from tilecast.errors import UserError
 from tilecast.forecast import (
     GROUPS,
     SUMMARY_KEYS,
@@ -65,6 +66,7 @@ from tilecast.registry.kernel_forecast import family_predictor
 from tilecast.registry.models import (
     PREDICTOR_ARTIFACT,
     ModelIntegrityError,
+    RegistryError,
     fetch_version_files,
     load_version,
     model_name,
@@ -107,15 +109,18 @@ def as_family_predictor(predictors: Mapping[str, KernelPredictor]) -> FamilyPred
     return predict
 
 
-def predictor_source(source: str = "registry", alias: str = "champion", calibrate: bool = True
-                     ) -> tuple[FamilyPredictor, dict[str, str]]:
-    """``registry``: ``tilecast-<family>@<alias>`` (champion falls back to challenger; stored per-GPU
-    calibrations applied when ``calibrate``); ``roofline``: the spec-sheet roofline (no versions)."""
+def predictor_source(source: str = "registry", alias: str = "champion", calibrate: bool = True,
+                     dtypes: Iterable[str] = ("fp32",)) -> tuple[FamilyPredictor, dict[str, str]]:
+    """``registry``: ``tilecast-<family>@<alias>`` of the families a workload of ``dtypes`` uses, and only those
+    (champion falls back to challenger; stored per-GPU calibrations applied when ``calibrate``); ``roofline``:
+    the spec-sheet roofline (no versions)."""
     if source == "roofline":
         return roofline_predictor, {}
     if source == "registry":
-        return family_predictor(alias, calibrate=calibrate)
-    raise ValueError(f"unknown forecaster {source!r}; known: {', '.join(SOURCES)}")
+        from tilecast.scoring.predictors import families_for
+
+        return family_predictor(alias, families_for(dtypes), calibrate=calibrate)
+    raise UserError(f"unknown forecaster {source!r}; known: {', '.join(SOURCES)}")
 
 
 def _optional(value: Any, default: Any) -> Any:
@@ -132,22 +137,22 @@ def _flag(value: Any) -> bool:
             return True
         if value.strip().lower() in ("false", "0", "no", "nan", "none", "null"):
             return False
-        raise ValueError(f"fused={value!r} is not true or false")
+        raise UserError(f"fused={value!r} is not true or false")
     return bool(value)
 
 
 def _integer(key: str, value: Any) -> int:
     """A whole number (``4``, ``4.0``, ``"4"``); ``2.7`` or ``"x"`` is refused by name, never truncated."""
     if isinstance(value, bool):
-        raise ValueError(f"{key}={value!r} is not an integer")
+        raise UserError(f"{key}={value!r} is not an integer")
     if isinstance(value, (int, np.integer)):
         return int(value)
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{key}={value!r} is not an integer") from None
+        raise UserError(f"{key}={value!r} is not an integer") from None
     if not number.is_integer():
-        raise ValueError(f"{key}={value!r} is not an integer")
+        raise UserError(f"{key}={value!r} is not an integer")
     return int(number)
 
 
@@ -180,7 +185,7 @@ def _workloads(rows: pd.DataFrame) -> tuple[list[dict[str, Any]], list[tuple | s
             base["fused"] = _flag(rec.get("fused"))
             missing = [k for k in INPUT_COLUMNS if _optional(rec.get(k), None) is None]
             if missing:
-                raise ValueError(f"missing {', '.join(missing)} (each row needs {', '.join(INPUT_COLUMNS)})")
+                raise UserError(f"missing {', '.join(missing)} (each row needs {', '.join(INPUT_COLUMNS)})")
             key = (str(rec["model"]), str(rec["gpu"]), _integer("batch", rec["batch"]),
                    _integer("seq_len", rec["seq_len"]), str(rec["mode"]), base["parallel"], base["fused"])
         except Exception as exc:  # noqa: BLE001 - the row carries its reason
@@ -287,7 +292,7 @@ def max_rows(environ: Mapping[str, str] = os.environ) -> int:
     except ValueError:
         cap = 0
     if cap < 1:
-        raise ValueError(f"{MAX_ROWS_ENV}={text!r} must be a whole number of rows >= 1")
+        raise UserError(f"{MAX_ROWS_ENV}={text!r} must be a whole number of rows >= 1")
     return cap
 
 
@@ -433,7 +438,7 @@ def predict_workload(model, gpu, batch: int, seq_len: int, mode: str, parallel: 
     """Forecast one workload with the chosen predictors: (``Forecast``, JSON-ready record with ``pred_lo_ms`` /
     ``pred_hi_ms`` at ``interval_level``, default :data:`tilecast.forecast.intervals.DEFAULT_LEVEL`)."""
     level = check_level(interval_level)  # a bad level is refused before any forecast
-    predict, versions = predictor_source(source, alias, calibrate)
+    predict, versions = predictor_source(source, alias, calibrate, dtypes=(dtype,))
     fc = forecast(model, gpu, batch, seq_len, mode, parallel, fused, predict, dtype=dtype)
     notes = list(getattr(predict, "notes", []))
     used = getattr(predict, "used_calibrations", {})
@@ -450,7 +455,7 @@ def predict_serve(sw, gpu, source: str = "registry", alias: str = "champion", ca
     from tilecast.forecast.serve import forecast_serve
 
     level = check_level(interval_level)
-    predict, versions = predictor_source(source, alias, calibrate)
+    predict, versions = predictor_source(source, alias, calibrate, dtypes=(sw.dtype,))
     fc = forecast_serve(sw, gpu, predict)
     record = {**fc.to_dict(), "forecaster": source, "alias": alias if source == "registry" else None,
               "versions": {f: str(v) for f, v in versions.items()}, "notes": list(getattr(predict, "notes", []))}
@@ -458,5 +463,27 @@ def predict_serve(sw, gpu, source: str = "registry", alias: str = "champion", ca
     if pricing is not None:
         usd_h = pricing.usd_per_gpu_hour(fc.gpu)
         record["usd_per_gpu_hour"] = usd_h
-        record["usd_per_1m_output_tokens"] = usd_h / 3600.0 / fc.tokens_per_s_per_gpu * 1e6
+        record["price_estimate"] = pricing.price(fc.gpu).estimate
+        # no cost for a configuration that does not fit: it cannot run
+        record["usd_per_1m_output_tokens"] = usd_h / 3600.0 / fc.tokens_per_s_per_gpu * 1e6 if fc.memory.fits \
+            else None
+        if note := pricing.note(fc.gpu):
+            record["notes"].append(note)
     return fc, record
+
+
+def export_forecaster(alias: str, dst: Path, client: MlflowClient | None = None) -> tuple[Path, str]:
+    """Copy ``tilecast-forecaster@<alias>``'s model directory out of the store into ``dst``: ``(directory,
+    version)``. The copy is self-contained (the family predictors are its artifacts, checked against the
+    manifests recorded at registration when it loads): serving it reads nothing else of the store and writes
+    nothing into it, whatever the store is (a copy, a moved or read-only one, a server)."""
+    client = client or MlflowClient()
+    try:
+        version = client.get_registered_model(FORECASTER_NAME).aliases.get(alias)
+    except MlflowException:
+        version = None
+    if version is None:
+        raise RegistryError(f"no {FORECASTER_NAME}@{alias} in {mlflow.get_tracking_uri()}: promote a champion first "
+                            f"(`python jobs/promote.py`, or `python jobs/nightly.py` on an empty store)")
+    mv = client.get_model_version(FORECASTER_NAME, str(version))
+    return fetch_version_files(mv, Path(dst) / "forecaster"), str(version)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.forecast.kernels import FamilyPredictor, forecast_kernels
 from tilecast.registry.calibrations import CalibrationSet, load_calibration
 from tilecast.registry.models import DEFAULT_ALIAS, LoadedPredictor, load_predictor
@@ -87,7 +88,7 @@ def _gpu_keys(rows: pd.DataFrame, gpu: GpuSpec | None) -> np.ndarray:
     if gpu is not None:
         return np.full(len(rows), gpu.key, dtype=object)
     if "Device" not in rows:
-        raise ValueError("rows have no 'Device' column: name the GPU (gpu=<key>)")
+        raise UserError("rows have no 'Device' column: name the GPU (gpu=<key>)")
     lut = {d: get_gpu(str(d)).key for d in pd.unique(rows["Device"])}
     return rows["Device"].map(lut).to_numpy(dtype=object)
 

@@ -20,13 +20,12 @@ Locations outside an old store directory (a tracking server's, another disk's) a
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from tilecast.paths import is_writable as is_writable_path
 from tilecast.registry.models import RegistryError
 
 log = logging.getLogger(__name__)
@@ -72,13 +71,7 @@ def _path_of(location: str) -> Path | None:
 def is_writable(db: Path) -> bool:
     """Whether jobs may write the store: database and directory writable, and not every write bit cleared
     (root passes ``os.access`` on a ``chmod a-w`` file; a cleared mode still means "published, read-only")."""
-    directory = db.parent
-    for path in (db, directory):
-        if not path.exists():
-            continue
-        if not os.access(path, os.W_OK) or not path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
-            return False
-    return True
+    return all(is_writable_path(path) for path in (db, db.parent) if path.exists())
 
 
 def old_directories(con: sqlite3.Connection, directory: Path) -> tuple[Path, ...]:

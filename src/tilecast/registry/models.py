@@ -37,6 +37,7 @@ from mlflow.models import ModelSignature
 from mlflow.store.artifact.models_artifact_repo import REGISTERED_MODEL_META_FILE_NAME
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 
+from tilecast.errors import UserError, UserLookupError
 from tilecast.predictors import PREDICTORS, KernelPredictor, ModelFormatError
 from tilecast.predictors.format import FORMAT_KEY, META_FILE
 from tilecast.specs import get_gpu
@@ -60,11 +61,8 @@ _PREDICTOR_DIST = {"xgboost": "xgboost-cpu", "mlp": "torch"}
 _BASE_DISTS = ("mlflow", "numpy", "pandas", "pyarrow")
 
 
-class RegistryError(LookupError):
+class RegistryError(UserLookupError):
     """Nothing registered where a forecast needs it; the message names the command that fixes it."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 class IncompatibleModelError(RegistryError):
@@ -167,7 +165,7 @@ def verify_files(directory: Path, manifest: dict[str, Any]) -> str | None:
 def model_name(family: str) -> str:
     """Registered model name of a family: ``tilecast-<family>``."""
     if family not in FAMILIES:
-        raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
+        raise UserError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
     return f"{MODEL_PREFIX}{family}"
 
 

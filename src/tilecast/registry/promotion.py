@@ -38,6 +38,8 @@ import pandas as pd
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
+from tilecast.atomic import crash_point
+from tilecast.errors import UserError
 from tilecast.evaluation.labels import LabelSet, shipped_labels
 from tilecast.evaluation.suite import build_frames, forecast_labels
 from tilecast.metrics import ape_pct
@@ -55,6 +57,7 @@ from tilecast.registry.forecaster import (
 from tilecast.registry.lineage import log_lineage
 from tilecast.registry.models import IncompatibleModelError, model_name
 from tilecast.registry.tracking import ensure_experiment
+from tilecast.signals import held
 from tilecast.specs import get_gpu
 from tilecast.tiles.ops import FAMILIES, FP32_FAMILIES, PRECISION_FAMILIES
 
@@ -81,7 +84,7 @@ class PromotionPolicy:
     def __post_init__(self) -> None:
         for name in ("kernel_tolerance_pct", "e2e_tolerance_pct", "logo_tolerance_pct", "logo_worst_tolerance_pct"):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+                raise UserError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         for key in self.unseen_gpus:
             get_gpu(key)
 
@@ -311,7 +314,7 @@ def _log_scores(result: PromotionResult) -> None:
         mlflow.log_table(result.current.table, "e2e/champion.json")
 
 
-def promote(families: Iterable[str] = FAMILIES, policy: PromotionPolicy | None = None,
+def promote(families: Iterable[str] = FP32_FAMILIES, policy: PromotionPolicy | None = None,
             labels: LabelSet | None = None, experiment: str = "tilecast-promote", config_yaml: str | None = None,
             register: bool = True) -> PromotionResult:
     """Evaluate ``@challenger`` against ``@champion`` for ``families`` and move ``@champion`` if it passes.
@@ -347,6 +350,17 @@ def promote(families: Iterable[str] = FAMILIES, policy: PromotionPolicy | None =
     labels = labels or shipped_labels()
     frames = build_frames(labels.labels)
     rows = unseen_kernel_rows(families, policy)
+    commit = held("promotion")  # from the first alias move until the run is closed: a signal waits, then stops
+    try:
+        return _promote_run(families, policy, labels, frames, rows, candidate, current, champions, first, client,
+                            experiment, config_yaml, register, commit)
+    finally:
+        commit.release()
+
+
+def _promote_run(families, policy, labels, frames, rows, candidate, current, champions, first, client, experiment,
+                 config_yaml, register, commit: held) -> PromotionResult:
+    """The MLflow run of :func:`promote`: score both sets, decide, and (holding signals) move the aliases."""
     with mlflow.start_run(experiment_id=ensure_experiment(experiment), run_name="promote") as run:
         log_lineage(config_yaml, job="promote", families=",".join(families))
         mlflow.log_params({"families": ",".join(families), "kernel_tolerance_pct": policy.kernel_tolerance_pct,
@@ -357,6 +371,7 @@ def promote(families: Iterable[str] = FAMILIES, policy: PromotionPolicy | None =
                            "labels": len(labels.labels), "labels_source": labels.source})
         cand_score = score_suite(candidate, labels.labels, rows, frames)
         cur_score = None if current is None else score_suite(current, labels.labels, rows, frames)
+        crash_point("promote.scored")
         ok, reasons = decide(cur_score, cand_score, families, policy)
         result = PromotionResult(ok, "; ".join(reasons), first, families, cur_score, cand_score, [],
                                  run_id=run.info.run_id)
@@ -365,16 +380,20 @@ def promote(families: Iterable[str] = FAMILIES, policy: PromotionPolicy | None =
             log.warning("promotion refused: %s", result.reason)
             raise PromotionRefused(f"not promoted: {result.reason}")
         metrics = cand_score.metrics("challenger") | (cur_score.metrics("champion") if cur_score else {})
+        commit.hold()
+        crash_point("promote.moving")
         for fam in families:
             if champions[fam] != candidate[fam]:
                 result.moves.append(move_alias(model_name(fam), CHAMPION, candidate[fam], client=client,
                                                reason=f"promoted by jobs/promote.py (run {run.info.run_id}): "
                                                       f"{result.reason}", metrics=_family_metrics(metrics, fam)))
+        crash_point("promote.moved")
         result.forecaster_version = sync_forecaster(
             register, reason=f"champion set after promotion run {run.info.run_id}",
             metrics={k: v for k, v in metrics.items() if "e2e" in k}, client=client)
         if result.forecaster_version:
             mlflow.set_tag("tilecast.forecaster_version", result.forecaster_version)
+        crash_point("promote.synced")
     return result
 
 
@@ -412,7 +431,7 @@ def sync_forecaster(register: bool = True, reason: str = "", metrics: Mapping[st
     return None
 
 
-def rollback(families: Iterable[str] = FAMILIES, register: bool = True,
+def rollback(families: Iterable[str] = FP32_FAMILIES, register: bool = True,
              experiment: str = "tilecast-promote") -> list[AliasMove]:
     """Undo the latest promotion of each family's ``@champion`` not undone yet (a move of its own, in an MLflow
     run of ``experiment``), and bring ``tilecast-forecaster@champion`` in step (see :func:`sync_forecaster`).
@@ -439,7 +458,7 @@ def rollback(families: Iterable[str] = FAMILIES, register: bool = True,
             raise PromotionRefused(f"{name}@{CHAMPION}: nothing older to restore (v{first} was the first champion); "
                                    f"nothing rolled back")
         plan[fam] = target
-    with mlflow.start_run(experiment_id=ensure_experiment(experiment), run_name="rollback") as run:
+    with held("rollback"), mlflow.start_run(experiment_id=ensure_experiment(experiment), run_name="rollback") as run:
         log_lineage(None, job="promote", families=",".join(families), action="rollback")
         moves = [move_alias(model_name(fam), CHAMPION, t.from_version, client=client, kind=ROLLBACK, undoes=t.key,
                             reason=f"rollback of move #{t.seq} ({t.describe()}) by jobs/promote.py rollback=true "

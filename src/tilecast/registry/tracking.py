@@ -39,6 +39,7 @@ import mlflow
 from mlflow import MlflowClient
 from mlflow.tracking.context.abstract_context import RunContextProvider
 
+from tilecast.errors import UserError
 from tilecast.owner import Owner
 from tilecast.paths import MLRUNS_DIR
 from tilecast.registry.local_store import prepare_store, require_writable
@@ -79,7 +80,7 @@ def _absolute(uri: str) -> str:
     if parsed.scheme == "sqlite":
         path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else ""
         if not path or path == ":memory:":
-            raise ValueError(f"tracking URI {uri!r}: expected sqlite:///<path to a .db file>")
+            raise UserError(f"tracking URI {uri!r}: expected sqlite:///<path to a .db file>")
         return f"sqlite:///{Path(path).expanduser().resolve()}"
     if parsed.scheme in ("", "file"):
         path = parsed.path if parsed.scheme == "file" else uri
@@ -100,7 +101,7 @@ def http_limits(timeout_s: float | None = None) -> int:
     :data:`DEFAULT_TIMEOUT_S`) and short retries for this process; returns the timeout in whole seconds."""
     if timeout_s is not None:
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s > 0:
-            raise ValueError(f"mlflow.connect_timeout_s must be > 0 seconds, got {timeout_s!r}")
+            raise UserError(f"mlflow.connect_timeout_s must be > 0 seconds, got {timeout_s!r}")
         os.environ[TIMEOUT_ENV] = str(max(1, math.ceil(timeout_s)))
     os.environ.setdefault(TIMEOUT_ENV, str(DEFAULT_TIMEOUT_S))
     os.environ.setdefault(RETRIES_ENV, str(HTTP_RETRIES))
@@ -108,7 +109,7 @@ def http_limits(timeout_s: float | None = None) -> int:
     try:
         return int(os.environ[TIMEOUT_ENV])
     except ValueError:
-        raise ValueError(f"{TIMEOUT_ENV}={os.environ[TIMEOUT_ENV]!r} is not a whole number of seconds") from None
+        raise UserError(f"{TIMEOUT_ENV}={os.environ[TIMEOUT_ENV]!r} is not a whole number of seconds") from None
 
 
 def _fail(uri: str, source: str, why: str) -> TrackingError:
@@ -185,6 +186,26 @@ def _probe(uri: str, source: str) -> None:
             os.environ[RETRIES_ENV] = retries
 
 
+#: what ``mlflow run`` sets for the command it starts: the project run, its experiment, its tracking URI
+PROJECT_RUN_ENV, PROJECT_EXPERIMENT_ENV = "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID"
+#: the tag naming, on every run a job started by ``mlflow run`` records, that project run
+PROJECT_RUN_TAG = "tilecast.mlflow_project_run"
+_PROJECT_RUN: str | None = None
+
+
+def adopt_project_run() -> str | None:
+    """Under ``mlflow run`` (``MLFLOW_RUN_ID`` set): remember the project run, tag every run this job records with
+    it (:data:`PROJECT_RUN_TAG`), and take ``MLFLOW_RUN_ID`` / ``MLFLOW_EXPERIMENT_ID`` out of the environment:
+    a tilecast job records its own runs in its own experiments (``mlflow.start_run`` would otherwise resume the
+    project run for the job's first run, in another experiment). Returns the project run's id (None: no project)."""
+    global _PROJECT_RUN
+    run_id = os.environ.pop(PROJECT_RUN_ENV, None)
+    os.environ.pop(PROJECT_EXPERIMENT_ENV, None)
+    if run_id:
+        _PROJECT_RUN = run_id
+    return _PROJECT_RUN
+
+
 def configure(tracking_uri: str | None = None, *, timeout_s: float | None = None, check: bool = True) -> str:
     """Point MLflow tracking and registry at one absolute URI and return it.
 
@@ -192,6 +213,7 @@ def configure(tracking_uri: str | None = None, *, timeout_s: float | None = None
     ``timeout_s`` (``mlflow.connect_timeout_s``): how long a server gets (see :func:`http_limits`).
     ``check``: make sure the store can be used (once per URI and process), else :class:`TrackingError`.
     """
+    adopt_project_run()
     source = "mlflow.tracking_uri" if tracking_uri else ENV_VAR if os.environ.get(ENV_VAR) else "the default"
     uri = _absolute(tracking_uri or os.environ.get(ENV_VAR) or default_tracking_uri())
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one log line per event, no bars
@@ -223,7 +245,8 @@ class _OwnerTags(RunContextProvider):
         return True
 
     def tags(self) -> dict[str, str]:
-        return {OWNER_TAGS[k]: str(v) for k, v in Owner.current().as_dict().items() if v is not None}
+        tags = {OWNER_TAGS[k]: str(v) for k, v in Owner.current().as_dict().items() if v is not None}
+        return {**tags, PROJECT_RUN_TAG: _PROJECT_RUN} if _PROJECT_RUN else tags
 
 
 def record_run_owner() -> None:

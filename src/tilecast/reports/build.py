@@ -127,7 +127,14 @@ def _diff_section(diff: RunDiff, directory: Path, max_rows: int) -> Details:
                               ("new_cells", diff.new, "New cells"), ("removed_cells", diff.removed, "Removed cells")):
             if len(df):
                 blocks.append(Table(df, cap, max_rows, _write_csv(df, directory, f"diff_{name}")))
+    if diff.skipped:
+        blocks.append(Text(_skipped_note(diff)))
     return Details(f"Changes since {diff.previous or 'the previous run'}", tuple(blocks), "changes")
+
+
+def _skipped_note(diff: RunDiff) -> str:
+    """Which earlier runs the comparison passed over and why (a broken table)."""
+    return " ".join(f"Earlier run {s.split(': ', 1)[0]} skipped: {s.split(': ', 1)[1]}." for s in diff.skipped)
 
 
 def _lead(meta: Mapping[str, Any], scores: pd.DataFrame, serve: pd.DataFrame | None, diff: RunDiff | None) -> Text:
@@ -145,6 +152,8 @@ def _lead(meta: Mapping[str, Any], scores: pd.DataFrame, serve: pd.DataFrame | N
             text += (f" Since **{diff.previous}**: {s['moved']:,} of {s['compared']:,} cells moved by more than "
                      f"{s['threshold_pct']:.0f}%, {s['new']:,} new, {s['removed']:,} removed, "
                      f"{s['newly_failed']:,} newly failing (Changes, below).")
+        if diff.skipped:
+            text += " " + _skipped_note(diff)
     return Text(text)
 
 
@@ -360,8 +369,11 @@ def build_report(directory: Path, scores: pd.DataFrame, meta: Mapping[str, Any],
                                                   _write_csv(failed, directory, "failed_cells") if len(failed)
                                                   else None),), "failed"))
     if pricing is not None:
-        details.append(Details("Prices", (Text("On-demand list prices per GPU-hour; `estimate`: no public list "
-                                               "price for exactly this part (see source)."),
+        details.append(Details("Prices", (Text("On-demand prices per GPU-hour and their `basis`: `listed` (the part's "
+                                               "own list price), `proxy` (another part's list price stands in) or "
+                                               "`formula` (derived from a listed neighbour, see source). Every cost "
+                                               "table marks a cost on a price that is not `listed`: `price` "
+                                               "`estimate`, or `*` after the GPU."),
                                           Table(pricing, "prices used", 100)), "prices"))
     blocks += [Heading("Full tables", id="tables"),
                Text(f"Each section opens on a click; every table is also a CSV under `{TABLES_DIR}/`."), *details]

@@ -27,6 +27,7 @@ class RunDiff:
     compared: int  # cells forecast in both runs
     previous_scores: pd.DataFrame | None = field(default=None, repr=False)  # the previous run's table (what
     # the report's recommendations compare with)
+    skipped: tuple[str, ...] = ()  # earlier runs passed over because they cannot be read: "<date>: <why>"
 
     def summary(self) -> dict[str, int | float | str | None]:
         return {"previous": self.previous, "compared": self.compared, "moved": len(self.moved),
@@ -41,7 +42,8 @@ def _keys(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def compare_runs(current: pd.DataFrame, previous: pd.DataFrame | None, current_name: str = "current",
-                 previous_name: str | None = None, threshold: float = 0.05) -> RunDiff:
+                 previous_name: str | None = None, threshold: float = 0.05, skipped: tuple[str, ...] = ()
+                 ) -> RunDiff:
     """Cells whose ``e2e_ms`` moved by more than ``threshold`` (relative), new / removed / failed cells."""
     keys = list(CELL_KEYS)
     cur = _keys(current).assign(e2e_ms=current["e2e_ms"].to_numpy(dtype=float), error=current["error"].to_numpy())
@@ -50,7 +52,7 @@ def compare_runs(current: pd.DataFrame, previous: pd.DataFrame | None, current_n
         empty = pd.DataFrame(columns=keys)
         return RunDiff(current_name, None, threshold, pd.DataFrame(columns=[*keys, "e2e_ms_prev", "e2e_ms",
                                                                              "change_pct"]),
-                       empty, empty, failed, 0, 0)
+                       empty, empty, failed, 0, 0, skipped=skipped)
     prev = _keys(previous).assign(e2e_ms_prev=previous["e2e_ms"].to_numpy(dtype=float),
                                   error_prev=previous["error"].to_numpy())
     both = cur.merge(prev, on=keys, how="outer", indicator=True)
@@ -66,4 +68,4 @@ def compare_runs(current: pd.DataFrame, previous: pd.DataFrame | None, current_n
     moved = moved.reindex(moved["change_pct"].abs().sort_values(ascending=False).index).reset_index(drop=True)
     newly_failed = int((common["error"].notna() & common["error_prev"].isna()).sum())
     return RunDiff(current_name, previous_name, threshold, moved, new, removed, failed, newly_failed,
-                   int(valid.sum()), with_defaults(previous))
+                   int(valid.sum()), with_defaults(previous), skipped)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.reports.tables import fitting
 from tilecast.scoring.matrix import NO_PARALLEL, canonical_parallel
 from tilecast.specs import get_model
@@ -23,7 +24,7 @@ from tilecast.specs.catalog import positive, positive_int
 from tilecast.tiles.dtypes import WORKLOAD_DTYPES
 
 
-class FleetError(ValueError):
+class FleetError(UserError):
     """An invalid fleet config (names the workload and the field)."""
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.planning.describe import plan_row
 from tilecast.planning.layouts import ServeSearch, serve_layouts
 from tilecast.planning.questions import PlanError, Question, ServeQuestion, TrainQuestion, question_from
@@ -28,7 +29,7 @@ from tilecast.reports.tables import since_previous
 PLAN_TABLE_COLUMNS = ("question", "plan", "cost", "margin_pct", "interval", "since_previous")
 
 
-class PlansConfigError(ValueError):
+class PlansConfigError(UserError):
     """An invalid ``plans`` entry of the report config (names the entry)."""
 
 

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tilecast.reports.tables import confidence, since_previous
+from tilecast.errors import UserError
+from tilecast.reports.tables import confidence, price_label, since_previous
 from tilecast.specs.catalog import positive
 
 #: what a serve decision is made for
@@ -33,7 +34,7 @@ SERVE_WORKLOAD = ("model", "dtype", "isl", "osl")
 TPOT_INTERVAL_COLUMNS = ("tpot_lo_ms", "tpot_hi_ms")
 
 
-class ServeConfigError(ValueError):
+class ServeConfigError(UserError):
     """An invalid ``serve`` node of the report config (names the key and the value)."""
 
 
@@ -118,14 +119,15 @@ def serve_cost(serve: pd.DataFrame, targets: ServeTargets) -> pd.DataFrame:
     keys = [*SERVE_WORKLOAD, "gpu"]
     fit = fitting_cells(serve)
     if fit.empty:
-        return pd.DataFrame(columns=[*SERVE_WORKLOAD, *_COST_COLS, "meets"])
+        return pd.DataFrame(columns=[*SERVE_WORKLOAD, *_COST_COLS, "meets", "price"])
     ok = usable(serve, targets)
     best = ok.loc[ok.groupby(keys)["cost_per_1m_output_tokens_usd"].idxmin()].assign(meets=True)
     rest = fit.loc[~fit.set_index(keys).index.isin(best.set_index(keys).index)]
     fastest = rest.loc[rest.groupby(keys)["tpot_ms"].idxmin()].assign(meets=False) if len(rest) else rest
     if len(fastest):
         fastest = fastest.assign(cost_per_1m_output_tokens_usd=np.nan)
-    out = pd.concat([best, fastest])[[*SERVE_WORKLOAD, *_COST_COLS, "meets"]]
+    both = pd.concat([best, fastest])
+    out = both[[*SERVE_WORKLOAD, *_COST_COLS, "meets"]].assign(price=price_label(both, both["meets"].astype(bool)))
     out = out.assign(_miss=~out["meets"].astype(bool))
     return (out.sort_values([*SERVE_WORKLOAD, "_miss", "cost_per_1m_output_tokens_usd", "tpot_ms", "gpu"])
             .drop(columns="_miss").reset_index(drop=True))
@@ -173,6 +175,7 @@ def _serve_pick(serve: pd.DataFrame, targets: ServeTargets) -> pd.DataFrame:
         "tp": rows["tp"], "concurrency": rows["concurrency"], "tpot_ms": rows["tpot_ms"], "ttft_ms": rows["ttft_ms"],
         "margin_pct": _margin_pct(rows, targets),
         "usd_per_1m_output_tokens": rows["cost_per_1m_output_tokens_usd"].where(rows["_meets"]),
+        "price": price_label(rows, rows["_meets"]),
         "tokens_per_s_per_gpu": rows["tokens_per_s_per_gpu"],
         "confidence": confidence(rows["tpot_ms"], rows[lo] if has_interval else None,
                                  rows[hi] if has_interval else None,

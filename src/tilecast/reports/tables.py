@@ -85,6 +85,25 @@ def _fmt_ms(v: float) -> str:
     return f"{v:.1f}" if v < 1000 else f"{v:,.0f}"
 
 
+#: the ``price`` column of a table with costs: the GPU's price is its own list price, or an estimate (a proxy's list
+#: price or a formula, conf/pricing: the report's Prices section says which and why)
+LISTED, ESTIMATE = "list", "estimate"
+
+
+def price_label(rows: pd.DataFrame, costed: pd.Series | np.ndarray | None = None) -> pd.Series:
+    """``list`` / ``estimate`` per row from ``price_estimate`` (blank where ``costed`` is false: no cost shown)."""
+    est = rows["price_estimate"].fillna(False).astype(bool) if "price_estimate" in rows else \
+        pd.Series(False, index=rows.index)
+    out = pd.Series(np.where(est, ESTIMATE, LISTED), index=rows.index, dtype=object)
+    return out if costed is None else out.where(np.asarray(costed, dtype=bool), "")
+
+
+def estimate_marked(gpus: pd.Series, estimate: pd.Series) -> dict[str, str]:
+    """``{gpu: "gpu*"}`` for the GPUs whose price is an estimate (a column header of a cost grid)."""
+    flagged = set(gpus[estimate.fillna(False).astype(bool)]) if len(gpus) else set()
+    return {g: f"{g}*" for g in flagged}
+
+
 def cheapest_gpu(scores: pd.DataFrame, targets_ms: dict[str, float], sl: Slice | None = None) -> pd.DataFrame:
     """Per workload, the GPU with the lowest cost per 1M tokens among those that fit and meet the target.
 
@@ -99,13 +118,14 @@ def cheapest_gpu(scores: pd.DataFrame, targets_ms: dict[str, float], sl: Slice |
     fastest = sub.loc[sub.groupby(keys)["e2e_ms"].idxmin(), [*keys, "gpu", "e2e_ms"]]
     fastest = fastest.rename(columns={"gpu": "fastest_gpu", "e2e_ms": "fastest_ms"})
     meet = sub.loc[sub["e2e_ms"] <= sub["target_ms"]]
-    best = meet.loc[meet.groupby(keys)["cost_per_1m_tokens_usd"].idxmin(),
-                    [*keys, "gpu", "e2e_ms", "cost_per_1m_tokens_usd"]]
+    best = meet.loc[meet.groupby(keys)["cost_per_1m_tokens_usd"].idxmin()]
+    best = best[[*keys, "gpu", "e2e_ms", "cost_per_1m_tokens_usd"]].assign(price=price_label(best))
     counts = meet.groupby(keys).size().rename("meeting").reset_index()
     targets = sub[[*keys, "target_ms"]].drop_duplicates(keys)
     out = targets.merge(best, on=keys, how="left").merge(counts, on=keys, how="left").merge(fastest, on=keys)
     out["meeting"] = out["meeting"].fillna(0).astype(int)
     out["gpu"] = out["gpu"].fillna("none meets the target")
+    out["price"] = out["price"].fillna("")
     return out.sort_values(keys).reset_index(drop=True)
 
 
@@ -117,7 +137,7 @@ def cost_per_1m_tokens(scores: pd.DataFrame, mode: str, sl: Slice) -> pd.DataFra
     grid = sub.pivot_table(index=["model", "dtype", "seq_len"], columns="gpu", values="cost_per_1m_tokens_usd",
                            aggfunc="min").reset_index()
     grid.columns.name = None
-    return grid
+    return grid.rename(columns=estimate_marked(sub["gpu"], sub.get("price_estimate", pd.Series(dtype=bool))))
 
 
 def unsupported_cells(scores: pd.DataFrame) -> pd.DataFrame:
@@ -234,6 +254,7 @@ def _pick(scores: pd.DataFrame, targets_ms: dict[str, float], sl: Slice) -> pd.D
         "margin_pct": 100 * (rows["target_ms"] - rows["e2e_ms"]) / rows["target_ms"],
         "usd_per_1m_tokens": rows["cost_per_1m_tokens_usd"].where(rows["_meets"]),
         "usd_per_step": rows["cost_per_step_usd"].where(rows["_meets"]),
+        "price": price_label(rows, rows["_meets"]),
         "confidence": confidence(rows["e2e_ms"], rows[lo] if has_interval else None,
                                  rows[hi] if has_interval else None, rows["target_ms"]),
     })

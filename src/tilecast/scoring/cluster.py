@@ -16,6 +16,8 @@ from typing import Any
 
 from distributed import Client, LocalCluster
 
+from tilecast.errors import UserError
+
 log = logging.getLogger(__name__)
 
 
@@ -44,12 +46,12 @@ class DaskConfig:
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(cfg) - known)
         if unknown:
-            raise ValueError(f"dask config: unknown key {unknown[0]!r}; known: {', '.join(sorted(known))}")
+            raise UserError(f"dask config: unknown key {unknown[0]!r}; known: {', '.join(sorted(known))}")
         out = cls(**cfg)
         if out.address is None and (out.n_workers < 1 or out.threads_per_worker < 1):
-            raise ValueError("dask config: n_workers and threads_per_worker must be >= 1")
+            raise UserError("dask config: n_workers and threads_per_worker must be >= 1")
         if out.chunk_rows < 1 or out.retries < 0:
-            raise ValueError("dask config: chunk_rows must be >= 1 and retries >= 0")
+            raise UserError("dask config: chunk_rows must be >= 1 and retries >= 0")
         return out
 
 
@@ -67,13 +69,13 @@ def check_scheduler(address: str, timeout_s: float) -> None:
     except ValueError:
         host, port = None, None
     if not host or port is None:
-        raise ValueError(f"dask.address={address}: expected tcp://<host>:<port> of a running `dask scheduler`")
+        raise UserError(f"dask.address={address}: expected tcp://<host>:<port> of a running `dask scheduler`")
     try:
         with socket.create_connection((host, port), timeout=timeout_s):
             pass
     except OSError as exc:
         why = exc.strerror or str(exc) or type(exc).__name__
-        raise ValueError(f"dask.address={address}: no Dask scheduler answers there ({why}, within "
+        raise UserError(f"dask.address={address}: no Dask scheduler answers there ({why}, within "
                          f"dask.connect_timeout_s={timeout_s:g} s); start one with `dask scheduler`, or leave "
                          f"dask.address null for a local cluster") from None
 
@@ -87,7 +89,7 @@ def dask_client(cfg: DaskConfig) -> Iterator[Client]:
         try:
             client = Client(cfg.address, timeout=f"{cfg.connect_timeout_s}s")
         except (OSError, TimeoutError) as exc:  # it accepted the connection but is no scheduler, or went away
-            raise ValueError(f"dask.address={cfg.address}: could not connect a Dask client within "
+            raise UserError(f"dask.address={cfg.address}: could not connect a Dask client within "
                              f"dask.connect_timeout_s={cfg.connect_timeout_s:g} s: {exc}") from None
         try:
             yield client

@@ -35,6 +35,7 @@ from distributed import Client, as_completed
 from tilecast.forecast.ops import op_family
 from tilecast.forecast.workload import check_gpu_dtype
 from tilecast.graph.build import SHORT_BLOCKS, num_blocks, scalable
+from tilecast.progress import phase
 from tilecast.scoring import serve
 from tilecast.scoring.aggregate import summarise_cells
 from tilecast.scoring.cluster import DaskConfig
@@ -98,7 +99,7 @@ class _Progress:
         if enabled:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, desc=desc, unit="task", leave=False)
+            self.bar = tqdm(total=total, desc=desc, unit="task", leave=True)  # a finished bar stays on the screen
 
     def update(self, n: int = 1) -> None:
         if self.bar is not None:
@@ -393,7 +394,10 @@ def score_grid(cells: pd.DataFrame, client: Client, source: PredictorSource, pri
 
     # 1. graphs: from the cache, the others built on the workers
     try:
-        rows, info = _graphs(client, graphs, cache, dask, progress, stats, fit.optimizer)
+        with phase("graphs", f"{len(graphs):,} graphs for {len(cells):,} cells"
+                   + (f" and {stats.serve_cells:,} serve cells" if stats.serve_cells else "")) as ph:
+            rows, info = _graphs(client, graphs, cache, dask, progress, stats, fit.optimizer)
+            ph.done(f"{len(graphs):,} graphs ({stats.cached_graphs:,} from the cache), {len(rows):,} op rows")
     except BaseException:
         if loader is not None:
             loader.shutdown(wait=False, cancel_futures=True)
@@ -408,7 +412,9 @@ def score_grid(cells: pd.DataFrame, client: Client, source: PredictorSource, pri
 
     # 3. per-instance ms of each distinct op on each GPU
     try:
-        op_ms, errors = _latencies(client, dd.distinct, gpu_keys, source, loading, dask, progress, stats)
+        with phase("forecast", f"{stats.distinct_ops:,} distinct ops on {len(gpu_keys)} GPUs ({source.label})") as ph:
+            op_ms, errors = _latencies(client, dd.distinct, gpu_keys, source, loading, dask, progress, stats)
+            ph.done(f"{stats.distinct_ops * len(gpu_keys):,} op forecasts")
     finally:
         if loader is not None:
             loader.shutdown(wait=True)

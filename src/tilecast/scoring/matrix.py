@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.forecast.serve import SERVE_DTYPES
 from tilecast.graph.parallel import ParallelismError, parse_parallel
 from tilecast.specs import UnknownSpecError, all_gpus, all_models, get_gpu, get_model
@@ -43,7 +44,7 @@ _FIELDS = ("name", "description", "models", "gpus", "batch_sizes", "seq_lens", "
 _SERVE_FIELDS = ("models", "gpus", "dtypes", "tp", "isl_osl", "concurrency", "exclude")
 
 
-class MatrixError(ValueError):
+class MatrixError(UserError):
     """A matrix config that cannot be expanded (names the matrix, the field and the value)."""
 
 

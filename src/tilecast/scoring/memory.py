@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from tilecast.graph.layout_graph import LAYOUT_FAMILIES
 from tilecast.graph.parallel import Parallel, as_layout, local_batch, parse_parallel
-from tilecast.specs import Workload, get_model
+from tilecast.specs import ModelSpec, Workload, get_model
 from tilecast.specs.layout import Layout
 
 
@@ -63,22 +63,24 @@ PER_GPU: dict[str | None, Callable[[str, int, int, str, Parallel | None, str | N
 }
 
 
-def memory_required_bytes(model: str, batch: int, seq_len: int, mode: str, parallel: str | None = None,
+def memory_required_bytes(model: str | ModelSpec, batch: int, seq_len: int, mode: str, parallel: str | None = None,
                           optimizer: str | None = "adamw", dtype: str = "fp32") -> float:
     """Bytes one GPU of the cell needs at workload ``dtype`` (fp32 by default, as the data were measured).
+    ``model``: a catalog key or a spec (a what-if model, ``<key>+<field>=<value>``, is only a spec).
     ``optimizer``: the optimizer state a training run holds (``adamw``), or None (forward + backward only,
     as the labels were measured)."""
-    if get_model(model).family in LAYOUT_FAMILIES:
-        return float(_layout_footprint(model, batch, seq_len, mode, as_layout(parallel), optimizer, dtype))
+    spec = model if isinstance(model, ModelSpec) else get_model(model)
+    if spec.family in LAYOUT_FAMILIES:
+        return float(_layout_footprint(spec, batch, seq_len, mode, as_layout(parallel), optimizer, dtype))
     par = parse_parallel(parallel)
     return PER_GPU[par.kind if par else None](model, batch, seq_len, mode, par, optimizer, dtype)
 
 
 @functools.lru_cache(maxsize=4096)
-def _layout_footprint(model: str, batch: int, seq_len: int, mode: str, layout: Layout, optimizer: str | None,
+def _layout_footprint(spec: ModelSpec, batch: int, seq_len: int, mode: str, layout: Layout, optimizer: str | None,
                       dtype: str) -> int:
     """Bytes one GPU of a mixture-of-experts model's layout needs (its own tape's footprint)."""
     from tilecast.graph import memory_footprint
 
-    wl = Workload(get_model(model), batch, seq_len, mode, dtype=dtype, parallel=layout)
+    wl = Workload(spec, batch, seq_len, mode, dtype=dtype, parallel=layout)
     return memory_footprint(wl, dtype=dtype, optimizer=optimizer).total_bytes

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.scoring.pricing import Pricing
 from tilecast.specs import get_gpu
 
@@ -32,12 +33,16 @@ class FitPolicy:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.usable_fraction <= 1.0:
-            raise ValueError(f"fit.usable_fraction must be in (0, 1], got {self.usable_fraction!r}")
+            raise UserError(f"fit.usable_fraction must be in (0, 1], got {self.usable_fraction!r}")
         if self.reserve_gib < 0:
-            raise ValueError(f"fit.reserve_gib must be >= 0, got {self.reserve_gib!r}")
+            raise UserError(f"fit.reserve_gib must be >= 0, got {self.reserve_gib!r}")
 
     def capacity_gib(self, gpu_mem_gib: np.ndarray) -> np.ndarray:
         return np.asarray(gpu_mem_gib, dtype=float) * self.usable_fraction - self.reserve_gib
+
+
+#: the numbers a cell that does not fit in memory has none of (it cannot run): throughput and cost
+UNFIT_NULLS = ("samples_per_s", "tokens_per_s", "cost_per_step_usd", "cost_per_1m_tokens_usd")
 
 
 def derive(cells: pd.DataFrame, pricing: Pricing, policy: FitPolicy) -> pd.DataFrame:
@@ -67,6 +72,7 @@ def derive(cells: pd.DataFrame, pricing: Pricing, policy: FitPolicy) -> pd.DataF
     out["price_estimate"] = out["gpu"].map({g: pricing.prices[g].estimate for g in gpus}).astype(bool)
     out["cost_per_step_usd"] = price * out["n_gpus"].to_numpy(dtype=float) * step_s / S_PER_HOUR
     out["cost_per_1m_tokens_usd"] = out["cost_per_step_usd"].to_numpy(dtype=float) / tokens * 1e6
+    out.loc[~fits.fillna(True).to_numpy(bool), list(UNFIT_NULLS)] = np.nan  # a cell that does not fit cannot run
     return out
 
 
@@ -75,11 +81,13 @@ def one_cell(fc, gpu, pricing: Pricing, policy: FitPolicy, mem_required_bytes: f
     A what-if GPU (``l4+mem_bw_gbs=600``) is priced as its catalog GPU and fits in its own memory."""
     step_s = fc.e2e_ms / 1e3
     tokens = fc.batch * fc.seq_len
-    price = pricing.usd_per_gpu_hour(gpu.key.split("+", 1)[0])
+    price = pricing.usd_per_gpu_hour(gpu.key)
     need_gib = mem_required_bytes / GIB
     capacity = float(policy.capacity_gib(np.array([gpu.mem_gb]))[0])
+    fits = bool(need_gib <= capacity)
     cost_step = price * n_gpus * step_s / S_PER_HOUR
-    return {"tokens_per_s": tokens / step_s, "samples_per_s": fc.batch / step_s, "mem_required_gib": need_gib,
-            "mem_capacity_gib": capacity, "fits": bool(need_gib <= capacity), "n_gpus": n_gpus,
-            "usd_per_gpu_hour": price, "cost_per_step_usd": cost_step,
-            "cost_per_1m_tokens_usd": cost_step / tokens * 1e6}
+    out = {"tokens_per_s": tokens / step_s, "samples_per_s": fc.batch / step_s, "mem_required_gib": need_gib,
+           "mem_capacity_gib": capacity, "fits": fits, "n_gpus": n_gpus, "usd_per_gpu_hour": price,
+           "price_estimate": pricing.price(gpu.key).estimate, "cost_per_step_usd": cost_step,
+           "cost_per_1m_tokens_usd": cost_step / tokens * 1e6, "price_note": pricing.note(gpu.key)}
+    return out if fits else {**out, **dict.fromkeys(UNFIT_NULLS)}  # a cell that does not fit cannot run

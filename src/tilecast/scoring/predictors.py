@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.forecast.kernels import FamilyPredictor
 from tilecast.forecast.ops import op_latency_matrix
 from tilecast.specs import GpuSpec, get_gpu
@@ -96,7 +97,7 @@ def resolve_source(kind: str = "registry", alias: str = "champion", tracking_uri
     A family in ``optional`` without a registered model is recorded in ``missing`` (its cells will carry
     the error); any other family without one raises :class:`~tilecast.registry.RegistryError`."""
     if kind not in KINDS:
-        raise ValueError(f"unknown predictor {kind!r}; known: {', '.join(KINDS)}")
+        raise UserError(f"unknown predictor {kind!r}; known: {', '.join(KINDS)}")
     if kind == "roofline":
         return PredictorSource("roofline")
     from tilecast.registry.models import RegistryError, resolve_alias

@@ -158,6 +158,8 @@ def assemble(cells: pd.DataFrame, graph_ids: dict[str, np.ndarray], summary: pd.
     out["usd_per_gpu_hour"] = price
     out["price_estimate"] = out["gpu"].map({g: pricing.prices[g].estimate for g in gpus}).astype(bool)
     out["cost_per_1m_output_tokens_usd"] = price / (out["tokens_per_s_per_gpu"].to_numpy() * S_PER_HOUR) * 1e6
+    unfit = ~fits.fillna(True).to_numpy(bool)  # a configuration that does not fit cannot run: no throughput, no cost
+    out.loc[unfit, ["tokens_per_s_per_gpu", "tokens_per_s_per_user", "cost_per_1m_output_tokens_usd"]] = np.nan
     return out.drop(columns=["workload_error"])
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tilecast.atomic import crash_point, fsync_dir, fsync_tree, swap_in, umask, write_text_atomic
+from tilecast.errors import UserError, UserLookupError
 from tilecast.owner import Owner
 
 log = logging.getLogger(__name__)
@@ -48,11 +49,8 @@ MARKER = ".tilecast-owner.json"
 STALE_S = 24 * 3600
 
 
-class RunNotFoundError(LookupError):
+class RunNotFoundError(UserLookupError):
     """No run for the requested date (lists the dates that exist)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 def run_date(value: str | dt.date | None = None) -> str:
@@ -61,11 +59,11 @@ def run_date(value: str | dt.date | None = None) -> str:
         return dt.datetime.now(dt.UTC).date().isoformat()
     text = value.isoformat() if isinstance(value, dt.date) else str(value)
     if not DATE_RE.match(text):
-        raise ValueError(f"run date {value!r}: expected YYYY-MM-DD")
+        raise UserError(f"run date {value!r}: expected YYYY-MM-DD")
     try:
         dt.date.fromisoformat(text)  # a real calendar date
     except ValueError as exc:
-        raise ValueError(f"run date {value!r}: {exc}") from None
+        raise UserError(f"run date {value!r}: {exc}") from None
     return text
 
 

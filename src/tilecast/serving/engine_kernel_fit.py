@@ -41,7 +41,7 @@ _VARIANTS = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block"}
 
 
 @dataclass(frozen=True)
-class Regime:
+class RegimeAxis:
     """One regime axis: a feature of the kernel rows (project schema) and the edges that cut it into bins."""
 
     name: str
@@ -58,15 +58,15 @@ def _gqa(rows: pd.DataFrame) -> np.ndarray:
 
 
 #: family -> its regime axes (a row's bin on an axis is the number of edges <= its feature)
-REGIMES: dict[str, tuple[Regime, ...]] = {
-    "tc_gemm": (Regime("tokens", lambda r: _col(r, "M"), (17, 65, 257, 1025, 4097)),
-                Regime("weight", lambda r: _col(r, "N") * _col(r, "K"), (2.0 ** 22, 2.0 ** 26))),
-    "attn_prefill": (Regime("prompt", lambda r: _col(r, "M"), (129, 513, 2049)),
-                     Regime("tokens", lambda r: _col(r, "B") * _col(r, "M"), (4097, 32769)),
-                     Regime("group", _gqa, (2, 9, 33))),
-    "attn_decode": (Regime("cache", lambda r: _col(r, "N"), (128, 1024, 8192)),
-                    Regime("batch", lambda r: _col(r, "B"), (9, 65, 513)),
-                    Regime("group", _gqa, (2, 9, 33))),
+REGIMES: dict[str, tuple[RegimeAxis, ...]] = {
+    "tc_gemm": (RegimeAxis("tokens", lambda r: _col(r, "M"), (17, 65, 257, 1025, 4097)),
+                RegimeAxis("weight", lambda r: _col(r, "N") * _col(r, "K"), (2.0 ** 22, 2.0 ** 26))),
+    "attn_prefill": (RegimeAxis("prompt", lambda r: _col(r, "M"), (129, 513, 2049)),
+                     RegimeAxis("tokens", lambda r: _col(r, "B") * _col(r, "M"), (4097, 32769)),
+                     RegimeAxis("group", _gqa, (2, 9, 33))),
+    "attn_decode": (RegimeAxis("cache", lambda r: _col(r, "N"), (128, 1024, 8192)),
+                    RegimeAxis("batch", lambda r: _col(r, "B"), (9, 65, 513)),
+                    RegimeAxis("group", _gqa, (2, 9, 33))),
 }
 
 

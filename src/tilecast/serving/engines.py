@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from packaging.version import InvalidVersion, Version
 
+from tilecast.errors import UserError
+
 #: the engines, as ``serving.csv``'s ``backend`` spells them; vLLM first: the harness of the project's tables
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
 #: the engine the project's GEMM / attention predictors are trained under (its kernel factors are 1)
@@ -34,11 +36,11 @@ MEASURED_VERSIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-class UnknownEngineError(ValueError):
+class UnknownEngineError(UserError):
     """An engine name the project has no kernel tables for (the message lists the known ones)."""
 
 
-class UnknownEngineVersionError(ValueError):
+class UnknownEngineVersionError(UserError):
     """A release of a known engine that resolves to no measured one (the message lists the measured ones)."""
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tilecast.errors import UserError
 from tilecast.paths import CONF_DIR
 from tilecast.specs.catalog import (
     build_dataclass,
@@ -65,7 +66,7 @@ class UnsupportedDtypeError(SpecError):
 
 def _known_dtype(dtype: Any) -> str:
     if not isinstance(dtype, str) or dtype not in _PEAK_FIELDS:
-        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+        raise UserError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
     return dtype
 
 

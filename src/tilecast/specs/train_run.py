@@ -25,17 +25,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tilecast.specs.layout import LayoutError  # the one layout error: GPUs that do not split into the layout
 from tilecast.specs.model import ModelSpec, get_model
 from tilecast.specs.workload import WorkloadError
 
 
 class TrainRunError(WorkloadError):
     """A training run that cannot be built (names the setting and the value)."""
-
-
-class LayoutError(TrainRunError):
-    """GPUs that do not split into the layout: ``n_gpus`` not divisible by ``tp x pp x cp``, or a multi-node
-    layout that is not whole nodes."""
 
 
 class BatchSplitError(TrainRunError):

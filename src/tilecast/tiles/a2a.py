@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import gammaln
 
+from tilecast.errors import UserError
 from tilecast.tiles.dtypes import MOE_DTYPES
 
 A2A_OPS = frozenset({"a2a_dispatch", "a2a_combine"})
@@ -30,7 +31,7 @@ A2A_DEFAULT_DTYPE = {"a2a_dispatch": "fp8_block", "a2a_combine": "bf16"}
 DEFAULT_SMS = 20
 
 
-class A2AError(ValueError):
+class A2AError(UserError):
     """An all-to-all row that cannot be costed (unknown mode, EP not dividing the experts or the nodes)."""
 
 

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from tilecast.errors import UserError
+
 if TYPE_CHECKING:  # not imported at run time: the jobs import this module before they check their config
     import pandas as pd
 
@@ -82,7 +84,7 @@ def peak_dtype(name: str) -> str:
     return MOE_DTYPES[name].peak if name in MOE_DTYPES else name
 
 
-class DtypeError(ValueError):
+class DtypeError(UserError):
     """An unknown dtype name (the message lists the known ones)."""
 
 

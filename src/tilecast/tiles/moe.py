@@ -30,6 +30,8 @@ import functools
 
 import numpy as np
 
+from tilecast.errors import UserError
+
 #: Monte Carlo draws per routing shape (seeded: the statistics are deterministic)
 ROUTING_SAMPLES = 64
 ROUTING_SEED = 0
@@ -39,7 +41,7 @@ DISTRIBUTIONS = ("balanced", "power_law_1.01", "power_law_1.2")
 OUT_BYTES = 2.0
 
 
-class RoutingError(ValueError):
+class RoutingError(UserError):
     """A routing distribution name that is neither ``balanced`` nor ``power_law_<alpha>``, or a layout whose EP
     does not divide the experts."""
 

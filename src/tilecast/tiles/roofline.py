@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.specs import GpuSpec, get_gpu
 from tilecast.tiles.a2a import A2A_OPS, DEFAULT_SMS, a2a_bytes
 from tilecast.tiles.attention import attention_bytes, attention_flops
@@ -57,7 +58,7 @@ def spec_frame(rows: pd.DataFrame, gpu: GpuSpec | None = None) -> pd.DataFrame:
         keys = pd.Series([None] * len(rows), index=rows.index)
     else:
         if "Device" not in rows:
-            raise ValueError("rows have no 'Device' column: name the GPU (gpu=<key>)")
+            raise UserError("rows have no 'Device' column: name the GPU (gpu=<key>)")
         keys = rows["Device"]
         specs = {d: get_gpu(str(d)) for d in pd.unique(keys)}
     out = {}

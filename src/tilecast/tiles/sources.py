@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from tilecast.errors import UserError
 from tilecast.tiles.moe_sources import MOE_CONVERTERS, MOE_SIGNATURES
 
 #: a schema's identifying columns -> its name
@@ -47,10 +48,10 @@ def source_schema(frame: pd.DataFrame) -> str:
     for name, needed in _SIGNATURES:
         if needed <= cols:
             return name
-    raise ValueError("unrecognised kernel table: expected NeuSight kernel columns (OPName, B, M, N, K / B, H), "
-                     "an AIConfigurator gemm / context_attention / generation_attention / nccl / custom_allreduce / "
-                     "moe / context_mla / generation_mla / deepep_ll / deepep_normal table (or an engine twin) or a "
-                     f"Vidur mlp table; got columns {', '.join(map(str, frame.columns))}")
+    raise UserError("unrecognised kernel table: expected NeuSight kernel columns (OPName, B, M, N, K / B, H), "
+                    "an AIConfigurator gemm / context_attention / generation_attention / nccl / custom_allreduce / "
+                    "moe / context_mla / generation_mla / deepep_ll / deepep_normal table (or an engine twin) or a "
+                    f"Vidur mlp table; got columns {', '.join(map(str, frame.columns))}")
 
 
 def _device(frame: pd.DataFrame) -> pd.Series:
