@@ -111,7 +111,7 @@ def split_rows(rows: pd.DataFrame, val_fraction: float, seed: int) -> tuple[pd.D
 def mape_by_gpu(rows: pd.DataFrame, pred_ms: np.ndarray) -> dict[str, float]:
     """MAPE (%) per GPU key of the rows' ``Device`` column."""
     ape = pd.Series(ape_pct(pred_ms, rows["Latency"]), index=rows.index)
-    keys = rows["Device"].map(lambda d: get_gpu(str(d)).key)
+    keys = rows["Device"].map({d: get_gpu(str(d)).key for d in pd.unique(rows["Device"])})  # each device once
     return {str(k): float(v) for k, v in ape.groupby(keys).mean().items()}
 
 
