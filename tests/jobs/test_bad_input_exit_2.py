@@ -197,7 +197,7 @@ def test_a_native_xgboost_error_is_one_line_without_its_stack_trace(tmp_path):
 
 def test_nightly_bootstrap_sections_are_checked_before_any_work():
     from tilecast.pipelines.nightly import check_bootstrap
-    from tilecast.registry.promotion import PromotionPolicy
+    from tilecast.training.promotion import PromotionPolicy
 
     with pytest.raises(SpecError, match=r"promote\.kernel_tolerance_pct=abc: expected a number"):
         check_bootstrap({}, {"kernel_tolerance_pct": "abc"})

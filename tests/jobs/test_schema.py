@@ -45,8 +45,8 @@ def test_the_conf_file_writes_no_default_of_the_schema(job):
 def test_the_schema_defaults_are_the_settings_dataclasses():
     from tilecast.pipelines.evaluate import EvaluationSettings
     from tilecast.pipelines.score import ScoreSettings
-    from tilecast.registry.promotion import PromotionPolicy
-    from tilecast.registry.training import TrainSpec
+    from tilecast.training.promotion import PromotionPolicy
+    from tilecast.training.train import TrainSpec
 
     for job, cls in (("train", TrainSpec), ("promote", PromotionPolicy), ("evaluate", EvaluationSettings)):
         defaults = conf_defaults(job)

@@ -67,8 +67,8 @@ def test_the_held_out_gpus_are_one_list():
     from tilecast.cli import conf_defaults
     from tilecast.pipelines.evaluate import EvaluationSettings
     from tilecast.predictors.rows import UNSEEN_GPUS
-    from tilecast.registry.promotion import PromotionPolicy
-    from tilecast.registry.training import TrainSpec
+    from tilecast.training.promotion import PromotionPolicy
+    from tilecast.training.train import TrainSpec
 
     for job in ("train", "promote", "evaluate"):
         assert tuple(conf_defaults(job)["unseen_gpus"]) == UNSEEN_GPUS, job  # the job's schema and conf file

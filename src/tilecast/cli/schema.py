@@ -1,7 +1,7 @@
 """One schema per job: each job's settings dataclasses registered as the job's Hydra structured config.
 
-A job whose settings are a dataclass of the code (``train``: :class:`~tilecast.registry.training.TrainSpec`,
-``promote``: :class:`~tilecast.registry.promotion.PromotionPolicy`, ``evaluate``: ``EvaluationSettings``,
+A job whose settings are a dataclass of the code (``train``: :class:`~tilecast.training.train.TrainSpec`,
+``promote``: :class:`~tilecast.training.promotion.PromotionPolicy`, ``evaluate``: ``EvaluationSettings``,
 ``score`` / ``nightly``:
 ``ScoreSettings`` with its ``FitPolicy``, the nightly bootstrap's ``train`` / ``promote`` sections) gets a schema built
 from those dataclasses' fields (:func:`schema_of`): their types and defaults, written once, in the code. The schema is
@@ -126,15 +126,15 @@ def groups(*names: str) -> list[tuple[str, Any, Any]]:
 
 
 def _train() -> type:
-    from tilecast.registry.training import TrainSpec
+    from tilecast.training.train import TrainSpec
 
     return schema_of(TrainSpec, drop=("predictor", "params", "experiment"), name="TrainSchema",
                      extra=[("workers", Optional[int], None), *groups("predictor", "mlflow")])  # noqa: UP045
 
 
 def _promote() -> type:
-    from tilecast.registry.promotion import PromotionPolicy
-    from tilecast.registry.training import TrainSpec
+    from tilecast.training.promotion import PromotionPolicy
+    from tilecast.training.train import TrainSpec
 
     return schema_of(PromotionPolicy, name="PromoteSchema", extra=[
         ("families", List[str], TrainSpec.families),  # noqa: UP006 (what train.py trains by default)
@@ -159,8 +159,8 @@ def _score() -> type:
 
 def _nightly() -> type:
     from tilecast.pipelines.nightly import NightlySettings
-    from tilecast.registry.promotion import PromotionPolicy
-    from tilecast.registry.training import TrainSpec
+    from tilecast.training.promotion import PromotionPolicy
+    from tilecast.training.train import TrainSpec
 
     score = _score()
     bootstrap = schema_of(TrainSpec, drop=("families",), defaults={"predictor": "xgboost"}, name="BootstrapTrainSchema")
