@@ -42,6 +42,15 @@ def test_the_conf_file_writes_no_default_of_the_schema(job):
     walk(primary, schema)
 
 
+def test_the_dask_group_is_its_dataclass():
+    from tilecast.scoring.cluster import DaskConfig
+
+    assert _load_yaml(CONF_DIR / "dask" / "default.yaml") == {"defaults": ["dask_schema", "_self_"]}  # no value twice
+    for job in ("score", "plan", "nightly"):
+        assert DaskConfig.from_mapping(OmegaConf.to_container(_compose(job).dask)) == DaskConfig(), job
+        assert conf_defaults(job)["dask"]["n_workers"] == DaskConfig.n_workers, job
+
+
 def test_the_schema_defaults_are_the_settings_dataclasses():
     from tilecast.pipelines.evaluate import EvaluationSettings
     from tilecast.pipelines.score import ScoreSettings
@@ -71,6 +80,7 @@ def test_the_nightly_bootstrap_overrides_only_what_differs():
     ("promote", "rollback=maybe", "is not a valid bool"),
     ("score", "max_cells=2.5", "could not be converted to Integer"),
     ("nightly", "train.logo=perhaps", "is not a valid bool"),
+    ("plan", "dask.n_workers=abc", "could not be converted to Integer"),  # a group's schema (DaskConfig)
 ])
 def test_a_bad_type_is_hydras_own_error_on_one_line(job, override, named):
     with pytest.raises(ConfigCompositionException) as got:

@@ -40,7 +40,7 @@ def conf_defaults(config_name: str, choices: Mapping[str, Any] | None = None) ->
     (:mod:`tilecast.cli.schema`, if it has one) under ``conf/<config_name>.yaml``, with each config group of its
     defaults list (the option in ``choices``, else the file's default) merged in, the primary file's values winning
     (``_self_`` comes last in every job). ``hydra`` is left out."""
-    from tilecast.cli.schema import schema_defaults
+    from tilecast.cli.schema import group_defaults, schema_defaults
 
     primary = _load_yaml(CONF_DIR / f"{config_name}.yaml")
     groups = _defaults_list(primary)
@@ -50,6 +50,8 @@ def conf_defaults(config_name: str, choices: Mapping[str, Any] | None = None) ->
         option = (choices or {}).get(group, default)
         node = _load_yaml(CONF_DIR / group / f"{option}.yaml") if isinstance(option, str) and option != "???" else {}
         node.pop("defaults", None)
+        if node is not None and group_defaults(group):  # a group with a schema: its defaults under the option's file
+            node = OmegaConf.to_container(OmegaConf.merge(group_defaults(group), node), resolve=False)
         mine = out.get(group)
         out[group] = OmegaConf.to_container(OmegaConf.merge(node, mine), resolve=False) \
             if isinstance(mine, dict) else (node if mine is None else mine)

@@ -178,6 +178,16 @@ JOB_SCHEMAS: dict[str, Callable[[], type]] = {
     "train": _train, "promote": _promote, "evaluate": _evaluate, "score": _score, "nightly": _nightly,
 }
 
+def _dask() -> type:
+    from tilecast.scoring.cluster import DaskConfig
+
+    return schema_of(DaskConfig, name="DaskSchema")
+
+
+#: config group -> the builder of the schema every option of the group extends (``conf/<group>/<option>.yaml`` starts
+#: ``defaults: [<group>_schema, _self_]`` and holds only its overrides)
+GROUP_SCHEMAS: dict[str, Callable[[], type]] = {"dask": _dask}
+
 _registered: dict[str, type] = {}
 
 
@@ -186,12 +196,17 @@ def schema_name(job: str) -> str:
 
 
 def register(job: str) -> type | None:
-    """Store ``job``'s schema in Hydra's ConfigStore (once) as ``<job>_schema``; None for a job without one."""
+    """Store ``job``'s schema in Hydra's ConfigStore (once) as ``<job>_schema``, and the config groups' schemas
+    (:data:`GROUP_SCHEMAS`, every job may compose them); None for a job without one."""
+    from hydra.core.config_store import ConfigStore
+
+    for group, build in GROUP_SCHEMAS.items():
+        if f"{group}/" not in _registered:
+            _registered[f"{group}/"] = build()
+            ConfigStore.instance().store(group=group, name=schema_name(group), node=_registered[f"{group}/"])
     if job not in JOB_SCHEMAS:
         return None
     if job not in _registered:
-        from hydra.core.config_store import ConfigStore
-
         _registered[job] = JOB_SCHEMAS[job]()
         ConfigStore.instance().store(name=schema_name(job), node=_registered[job])
     return _registered[job]
@@ -211,6 +226,16 @@ def schema_defaults(job: str) -> dict[str, Any]:
         return {}
     node = OmegaConf.to_container(OmegaConf.structured(schema), resolve=False)
     return {k: v for k, v in node.items() if not (v is None and typing.get_type_hints(schema).get(k) is GROUP)}
+
+
+def group_defaults(group: str) -> dict[str, Any]:
+    """The defaults of config group ``group``'s schema (:data:`GROUP_SCHEMAS`); empty for a group without one."""
+    from omegaconf import OmegaConf
+
+    if group not in GROUP_SCHEMAS:
+        return {}
+    register("")
+    return OmegaConf.to_container(OmegaConf.structured(_registered[f"{group}/"]), resolve=False)
 
 
 def list_keys(job: str) -> set[str]:
