@@ -18,6 +18,7 @@ its own (``with_catalog_args`` registers the job's before Hydra composes; ``regi
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import types
 import typing
@@ -66,8 +67,8 @@ def _default(value: Any) -> Any:
 
 def _field(tp: Any, value: Any) -> dataclasses.Field:
     value = _default(value)
-    if isinstance(value, list | dict) or dataclasses.is_dataclass(value):
-        return dataclasses.field(default_factory=lambda v=value: type(v)(v) if not dataclasses.is_dataclass(v) else v)
+    if isinstance(value, list | dict) or dataclasses.is_dataclass(value):  # mutable: a fresh copy per instance
+        return dataclasses.field(default_factory=lambda v=value: copy.deepcopy(v))
     return dataclasses.field(default=value)
 
 
