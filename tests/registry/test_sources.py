@@ -1,5 +1,5 @@
 """Issue 27 item 15: "registry champion or roofline predictor at an alias" is resolved in one place
-(:func:`tilecast.forecast.sources.resolve_predictors`); the served model's and the evaluation's predictors are that
+(:func:`tilecast.predictors.sources.resolve_predictors`); the served model's and the evaluation's predictors are that
 resolution (a throwaway store with roofline versions: seconds)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from tests.registry.helpers import trained
 from tilecast.errors import UserError
-from tilecast.forecast.sources import FORECASTERS, check_forecaster, resolve_predictors
+from tilecast.predictors.sources import FORECASTERS, check_forecaster, resolve_predictors
 from tilecast.specs import get_gpu
 from tilecast.tiles.ops import FP32_FAMILIES
 

@@ -23,10 +23,10 @@ from tilecast.evaluation.perop import perop_errors, perop_summary
 from tilecast.evaluation.serving import serving_summary
 from tilecast.evaluation.suite import ape_summary, forecast_labels, headline
 from tilecast.forecast.intervals import check_level
-from tilecast.forecast.sources import resolve_predictors
 from tilecast.paths import resolve
 from tilecast.predictors import KernelPredictor
 from tilecast.predictors.rows import UNSEEN_GPUS
+from tilecast.predictors.sources import resolve_predictors
 from tilecast.registry.forecaster import as_family_predictor
 from tilecast.registry.lineage import log_lineage
 from tilecast.registry.tracking import ensure_experiment
@@ -84,7 +84,7 @@ def load_labels(labels_dir: str | None) -> LabelSet:
 
 def load_predictors(forecaster: str, alias: str) -> tuple[dict[str, KernelPredictor], dict[str, str], list[str]]:
     """One predictor per fp32 family (the labels are fp32), spec only (stored calibrations are not applied here):
-    :func:`tilecast.forecast.sources.resolve_predictors`; the versions used and notes for people."""
+    :func:`tilecast.predictors.sources.resolve_predictors`; the versions used and notes for people."""
     resolved = resolve_predictors(forecaster, alias, FP32_FAMILIES, calibrate=False)
     return resolved.predictors, resolved.versions, list(resolved.notes)
 

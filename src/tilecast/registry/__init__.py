@@ -1,7 +1,7 @@
 """MLflow side of tilecast: tracking configuration, registered per-family predictors, aliases with history,
 per-GPU calibrations and kernel forecasts from the registry. Training and promotion are :mod:`tilecast.training`
 (they record through this package); choosing the registry or the roofline is
-:func:`tilecast.forecast.sources.resolve_predictors`.
+:func:`tilecast.predictors.sources.resolve_predictors`.
 
 Names: ``tilecast-<family>`` (aliases ``@challenger`` set by training, ``@champion`` only by promotion) and
 ``tilecast-calibration-<gpu key>`` (alias ``@current``). Every alias move is recorded, safely under concurrent

@@ -57,10 +57,10 @@ from tilecast.forecast import (
     workload_frame,
 )
 from tilecast.forecast.intervals import DEFAULT_LEVEL, IntervalTable, check_level, load_intervals, record_interval
-from tilecast.forecast.sources import FORECASTERS
 from tilecast.forecast.workload import check_gpu_dtype
 from tilecast.graph.parallel import parse_parallel
 from tilecast.predictors import PREDICTORS, KernelPredictor
+from tilecast.predictors.sources import FORECASTERS
 from tilecast.registry.aliases import move_alias
 from tilecast.registry.models import (
     PREDICTOR_ARTIFACT,
@@ -86,7 +86,7 @@ INPUT_COLUMNS = ("model", "gpu", "batch", "seq_len", "mode")
 INTERVAL_COLUMNS = ("pred_lo_ms", "pred_hi_ms", "interval_note")
 OUTPUT_COLUMNS = ("model", "gpu", "batch", "seq_len", "mode", "parallel", "fused", *SUMMARY_KEYS,
                   *INTERVAL_COLUMNS, "error")
-#: the forecasters a request can name (one list: :data:`tilecast.forecast.sources.FORECASTERS`)
+#: the forecasters a request can name (one list: :data:`tilecast.predictors.sources.FORECASTERS`)
 SOURCES = FORECASTERS
 #: environment variable of the server's row cap per request, and its default
 MAX_ROWS_ENV, DEFAULT_MAX_ROWS = "TILECAST_SERVE_MAX_ROWS", 10_000
@@ -111,9 +111,9 @@ def as_family_predictor(predictors: Mapping[str, KernelPredictor]) -> FamilyPred
 def predictor_source(source: str = "registry", alias: str = "champion", calibrate: bool = True,
                      dtypes: Iterable[str] = ("fp32",)) -> tuple[FamilyPredictor, dict[str, str]]:
     """The predictors of the families a workload of ``dtypes`` uses, and only those
-    (:func:`tilecast.forecast.sources.resolve_predictors`: ``registry`` champion, falling back to challenger, with the
+    (:func:`tilecast.predictors.sources.resolve_predictors`: ``registry`` champion, falling back to challenger, with the
     stored per-GPU calibrations when ``calibrate``; ``roofline``: the spec sheet, no versions)."""
-    from tilecast.forecast.sources import resolve_predictors
+    from tilecast.predictors.sources import resolve_predictors
     from tilecast.scoring.predictors import families_for
 
     resolved = resolve_predictors(source, alias, families_for(dtypes), calibrate)

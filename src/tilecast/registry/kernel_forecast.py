@@ -1,6 +1,6 @@
 """Kernel forecasts from the registry: ``tilecast-<family>@<alias>`` per family, per-GPU calibration applied.
 
-:func:`load_registry_predictor` is the registry half of :func:`tilecast.forecast.sources.resolve_predictors` (where
+:func:`load_registry_predictor` is the registry half of :func:`tilecast.predictors.sources.resolve_predictors` (where
 every job chooses between the registry and the roofline, once); :func:`forecast_from_registry` is the kernel-table job's
 path (input columns
 plus ``pred_ms``, plus a ``calibration`` column naming the calibration when one was applied).

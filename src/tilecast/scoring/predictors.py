@@ -30,7 +30,7 @@ import pandas as pd
 
 from tilecast.forecast.kernels import FamilyPredictor
 from tilecast.forecast.ops import op_latency_matrix
-from tilecast.forecast.sources import FORECASTERS, check_forecaster
+from tilecast.predictors.sources import FORECASTERS, check_forecaster
 from tilecast.specs import GpuSpec, get_gpu
 from tilecast.tiles.dtypes import HALF_DTYPES, TENSOR_DTYPES, op_dtype
 from tilecast.tiles.ops import FAMILIES, FP32_FAMILIES, TENSOR_FAMILIES

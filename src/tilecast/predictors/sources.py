@@ -5,6 +5,7 @@
 and the served model (``registry.forecaster.predictor_source``, ``pipelines.evaluate.load_predictors``); the scorer,
 which pins versions for its Dask workers instead of loading them here, checks the same names
 (:func:`check_forecaster`, ``scoring.predictors.resolve_source``). The pipelines resolve once and pass the result down.
+The registry side is imported only when asked for (``tilecast.registry`` depends on this package, not the reverse).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilecast.errors import UserError
-from tilecast.forecast.ops import FamilyPredictor, roofline_predictor
 from tilecast.tiles.ops import FAMILIES
 
 #: the forecasters a job can name (``forecaster=``): learned predictors from the registry, or the roofline baseline
@@ -35,7 +35,7 @@ class ResolvedPredictors:
     (fallback aliases, calibrations not applied: the list grows while forecasting)."""
 
     forecaster: str
-    predict: FamilyPredictor
+    predict: Any  # a tilecast.forecast.FamilyPredictor: (family, rows, gpu) -> ms
     predictors: dict[str, Any]
     versions: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -47,6 +47,7 @@ def resolve_predictors(forecaster: str = "registry", alias: str = "champion", fa
     a named error); ``roofline``: the spec-sheet roofline of each family (no registry, no versions)."""
     families = tuple(dict.fromkeys(families))
     if check_forecaster(forecaster) == "roofline":
+        from tilecast.forecast.ops import roofline_predictor
         from tilecast.predictors import PREDICTORS
 
         return ResolvedPredictors("roofline", roofline_predictor,
