@@ -6,8 +6,9 @@ Hugging Face id the catalog resolves), ``precision`` (bf16 | fp8 | fp4; int4: a 
 ``osl`` and ``batch_size`` (the concurrency); a mixture-of-experts model's layout from ``tp_size``,
 ``attention_dp_size``, ``moe_tp_size``, ``moe_ep_size`` (:func:`tilecast.specs.layout.layout_from_row`). A row
 the forecaster cannot answer (a layout that cannot run the model, an unknown model, an unknown GPU, a
-precision the checkpoint cannot run in, disaggregated serving, pipeline parallelism) gets its reason in
-``error`` and empty forecasts; every other row is answered. Identical configurations are forecast once.
+precision the checkpoint cannot run in, pipeline parallelism) gets its reason in ``error`` and empty forecasts;
+every other row is answered. Identical configurations are forecast once. ``mode=disagg`` rows (separate prefill
+and decode pools) are forecast by :func:`tilecast.serving.disagg.evaluate_disagg`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pandas as pd
 from tilecast.errors import UserError
 from tilecast.forecast.serve import SERVE_DTYPES, ServeWorkload, forecast_serve
 from tilecast.metrics import ape_pct
+from tilecast.serving.disagg import evaluate_disagg
 from tilecast.specs import SpecError, UnknownSpecError, get_gpu, get_model
 from tilecast.specs.layout import layout_from_row
 from tilecast.specs.model import workload_dtype_of
@@ -39,8 +41,8 @@ def _int(value: object, name: str) -> int:
 def serve_row_workload(row: pd.Series) -> tuple[ServeWorkload, str]:
     """The serve workload and GPU key of one measured row (raises with the reason it cannot be forecast)."""
     if str(row.get("mode", "agg")) != "agg":
-        raise UserError(f"mode={row.get('mode')!r}: disaggregated serving (separate prefill and decode pools) "
-                         "is not modelled")
+        raise UserError(f"mode={row.get('mode')!r}: a disaggregated row (separate prefill and decode pools) has "
+                        "no single serve workload; tilecast.serving.disagg forecasts it")
     model = get_model(str(row["model_path"]))
     precision = workload_dtype_of(model, str(row.get("precision")))  # int4: Kimi-K2.5's own int4 experts
     if precision not in SERVE_DTYPES:
@@ -73,6 +75,11 @@ def evaluate_serving(rows: pd.DataFrame, predict: Callable | None = None) -> pd.
             results.append((np.nan, np.nan, None, str(message).split("; all known:")[0]))
     for j, col in enumerate(SERVE_COLUMNS):
         out[col] = [results[g][j] for g in groups]
+    disagg = (rows["mode"].astype(str) == "disagg").to_numpy() if "mode" in rows else np.zeros(len(rows), bool)
+    if disagg.any():
+        dis = evaluate_disagg(rows.loc[disagg], predict)
+        for col in SERVE_COLUMNS:
+            out.loc[disagg, col] = dis[col].to_numpy()
     for measured, pred in (("silicon_ttft_ms", "pred_ttft_ms"), ("silicon_tpot_ms", "pred_tpot_ms")):
         if measured in out:
             out[pred.replace("pred_", "ape_").replace("_ms", "_pct")] = ape_pct(

@@ -65,8 +65,9 @@ STEP_GRID = 5
 CLIENT_WAVES = 10.0
 #: share of a link's spec bandwidth a KV-cache transfer reaches (the all-reduce model's ring efficiency)
 TRANSFER_EFFICIENCY = 0.72
-#: bisection steps of the closed-loop request rate (relative precision 2**-48)
-_BISECT = 48
+#: bisection steps of the closed-loop request rate and of a pool's requests in service (relative precision 2**-n)
+_BISECT = 40
+_BISECT_POOL = 30
 
 
 class DisaggError(UserError):
@@ -78,11 +79,12 @@ class DisaggOverheads:
     """What the kernels leave out, fitted on public rows by ``benchmarks/disagg.py`` (default: nothing).
 
     ``ttft_ms`` is added once per request before its first token (the frontend, router and KV handoff of the
-    disaggregated serving stack); ``step_scale`` multiplies every decode step (the engine's own kernels and host
-    work against the kernel predictors' times)."""
+    disaggregated serving stack); ``step_scale`` multiplies every decode step and ``prefill_scale`` every prefill
+    step (the engines' own kernels, CUDA graphs and host work against the kernel predictors' times)."""
 
     ttft_ms: float = 0.0
     step_scale: float = 1.0
+    prefill_scale: float = 1.0
 
 
 NO_OVERHEADS = DisaggOverheads()
@@ -243,7 +245,7 @@ def _in_service(rate: np.ndarray, bmax: np.ndarray, table: np.ndarray, per: np.n
     """Requests a worker holds and its step time at request rate ``rate`` (each request staying ``per`` steps):
     ``n = rate x per x step(n)`` (Little's law), by bisection on ``n`` in [1, bmax]."""
     lo, hi = np.ones_like(rate), bmax.copy()
-    for _ in range(40):
+    for _ in range(_BISECT_POOL):
         mid = 0.5 * (lo + hi)
         more = rate * per * interp_step(mid, bmax, table) > mid
         lo, hi = np.where(more, mid, lo), np.where(more, hi, mid)
@@ -276,7 +278,7 @@ def solve_closed_loop(concurrency: Any, osl: Any, prefill_workers: Any, prefill_
     oh = [overheads] * len(c) if isinstance(overheads, DisaggOverheads) else list(overheads)
     oh_t = np.array([o.ttft_ms for o in oh], dtype=float)
     d_table = np.atleast_2d(np.asarray(decode_table, dtype=float)) * np.array([o.step_scale for o in oh])[:, None]
-    p_table = np.atleast_2d(np.asarray(prefill_table, dtype=float))
+    p_table = np.atleast_2d(np.asarray(prefill_table, dtype=float)) * np.array([o.prefill_scale for o in oh])[:, None]
     one = np.ones_like(c)
 
     def state(rate: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -385,7 +387,8 @@ def _count(row: Mapping[str, Any], column: str, default: int | None = None) -> i
             raise DisaggError(f"{column} is not given: the pool's size (and so its batch) is unknown")
         return default
     if number < 1 or number != int(number):
-        raise DisaggError(f"{column}={value!r}: must be a positive integer")
+        shown = value.item() if isinstance(value, np.generic) else value
+        raise DisaggError(f"{column}={shown!r}: must be a positive integer")
     return int(number)
 
 
@@ -408,8 +411,9 @@ def disagg_config_from_row(row: Mapping[str, Any]) -> tuple[DisaggConfig, str]:
     return cfg, gpu.key
 
 
-_KEY = ("model_path", "system", "precision", "isl", "osl", *(f"{p}_{c}" for p in ("prefill", "decode") for c in (
-    "batch_size", "num_workers", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")))
+_KEY = ("model_path", "system", "precision", "mode", "isl", "osl", *(
+    f"{p}_{c}" for p in ("prefill", "decode") for c in (
+        "batch_size", "num_workers", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")))
 
 
 def evaluate_disagg(rows: pd.DataFrame, predict: Any = None, comm: CommModel = DEFAULT_COMM,
