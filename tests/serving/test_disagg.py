@@ -98,7 +98,10 @@ def test_a_row_reads_its_pools_and_the_clients_concurrency():
                                         prefill_attention_dp_size=4.0, prefill_moe_tp_size=1.0,
                                         prefill_moe_ep_size=4.0, decode_tp_size=1.0, decode_attention_dp_size=8.0,
                                         decode_moe_tp_size=1.0, decode_moe_ep_size=8.0))
-    assert moe.concurrency == 8 * 8 and moe.prefill_bmax == 4 and moe.decode_ranks == 8
+    assert moe.concurrency == 8 * 8 and moe.decode_ranks == 8
+    assert moe.prefill_bmax == 4 * (8192 // 1024)  # four ranks, each packing prompts up to its token budget
+    one, _ = disagg_config_from_row(row(isl=1024), prefill_tokens=1)
+    assert one.prefill_bmax == 1  # one prompt a step: the row's prefill batch alone
 
 
 def test_bad_rows_are_named_and_the_others_answered():

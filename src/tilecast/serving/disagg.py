@@ -4,28 +4,34 @@ A :class:`DisaggConfig` is a model and dtype, ``isl`` / ``osl``, the benchmark c
 loop: ``concurrency`` requests always in flight, a finished one replaced at once) and two pools:
 
 - **prefill**: ``prefill_workers`` engine instances, each on a :class:`~tilecast.specs.layout.Layout`
-  (``tp x dp`` GPUs), each attention data-parallel rank prefilling ``prefill_batch`` requests per step;
+  (``tp x dp`` GPUs), each attention data-parallel rank prefilling up to ``prefill_batch`` requests per step, or as
+  many as the engine's token budget per step holds (``prefill_tokens // isl``: queued prompts are packed into
+  one forward up to ``max_num_tokens``, TRT-LLM's and SGLang's 8192 by default), whichever is more;
 - **decode**: ``decode_workers`` instances on their own layout, each rank decoding at most ``decode_batch``
   requests (AIConfigurator's ``decode_batch_size`` is per attention-DP rank: in every public row with worker
   counts, ``concurrency = decode_batch_size x decode_num_workers x decode_attention_dp_size``).
 
-Per request (docs/method.md, "Disaggregated serving"): it queues in the prefill pool, is prefilled (``S_p``: one
-step of the prefill layout at ``prefill_batch`` requests a rank of ``isl`` tokens), its KV cache crosses to a
-decode worker (``T_x``: the bytes one prefill GPU holds of it over NVLink when both pools fit in one NVLink domain
-of the GPU, else over the scale-out network), and decodes ``osl`` tokens at the decode pool's step time
-``D(b)`` (``b`` requests a rank, KV length ``isl + osl / 2``: the mean of a step affine in length).
+Per request (docs/method.md §23): it queues in the prefill pool, is prefilled (``S_p``: one step of the prefill
+worker at the requests it holds, ``n = rate per worker x S_p(n)`` by Little's law, between one and its batch), its
+KV cache crosses to a decode worker (``T_x``: the bytes one prefill GPU holds of it over NVLink when both pools fit
+in one NVLink domain of the GPU, else over the scale-out network), and decodes ``osl`` tokens at the decode pool's
+step time ``D(b)`` (``b`` requests a rank, KV length ``isl + osl / 2``: the mean of a step affine in length).
 
-The closed loop fixes the request rate ``X``: ``concurrency = X x (W_q + S_p + T_x + osl x D(b))`` (Little's law
-over one request's path), with ``b = X x osl x D(b) / (decode ranks)`` the requests in decode (Little's law at
-the decode pool) and ``W_q`` the prefill queue's wait, M/D/k with ``k = prefill_workers x dp x prefill_batch``
-servers of service ``S_p`` (Erlang C, halved for a deterministic service). ``W_q`` grows without bound as
-``X x S_p`` approaches ``k``, so a prefill-bound configuration saturates at ``X = k / S_p`` with the surplus of
-requests queued before prefill (TTFT of seconds at high concurrency); a decode-bound one keeps ``b`` near
+The closed loop fixes the request rate ``X``: ``concurrency = X x (W_q + S_p + T_x + overhead + osl x D(b))``
+(Little's law over one request's path), with ``b = X x osl x D(b) / (decode ranks)`` the requests in decode
+(Little's law at the decode pool) and ``W_q`` the prefill queue's wait, M/D/k with ``k = prefill_workers x`` the
+worker's batch servers of service ``S_p`` (Erlang C, halved for a deterministic service). ``W_q`` grows without
+bound as ``X x S_p`` approaches ``k``, so a prefill-bound configuration saturates at the pool's capacity with the
+surplus of requests queued before prefill (TTFT of seconds at high concurrency); a decode-bound one keeps ``b`` near
 ``decode_batch``. Then
 
-- ``TTFT = W_q + S_p + T_x + D(b)`` (the first token arrives from the decode worker's first step);
+- ``TTFT = W_q + S_p + T_x + overhead + D(b)`` (the first token arrives from the decode worker's first step), plus
+  a ``1 / CLIENT_WAVES`` share of the first wave's excess (the client's first ``concurrency`` requests arrive at
+  once and are prefilled in rounds);
 - ``TPOT = D(b)``;
 - throughput ``X x osl`` output tokens/s over every GPU of both pools.
+
+``overhead`` and two step scales are :class:`DisaggOverheads`, fitted on the public rows (``DEFAULT_OVERHEADS``).
 
 Rows of AIConfigurator's ``serving.csv`` (``mode=disagg``) are read by :func:`disagg_config_from_row`; a row
 without worker counts (862 of the 1,034 public rows: their layouts are spelled from the run's name, attention
@@ -63,6 +69,9 @@ STEP_GRID = 5
 #: requests per client slot of a benchmark run: the client sends ``CLIENT_WAVES x concurrency`` requests, the first
 #: ``concurrency`` of them at once (InferenceMAX's ``num_prompts = 10 x concurrency``); inf: steady state only
 CLIENT_WAVES = 10.0
+#: tokens one prefill step of an engine rank packs queued prompts into (TRT-LLM ``max_num_tokens``, SGLang
+#: ``chunked_prefill_size``: 8192 by default); 1: one prompt a step, the ``prefill_batch`` alone
+PREFILL_TOKEN_BUDGET = 8192
 #: share of a link's spec bandwidth a KV-cache transfer reaches (the all-reduce model's ring efficiency)
 TRANSFER_EFFICIENCY = 0.72
 #: bisection steps of the closed-loop request rate and of a pool's requests in service (relative precision 2**-n)
@@ -88,6 +97,9 @@ class DisaggOverheads:
 
 
 NO_OVERHEADS = DisaggOverheads()
+#: the constants fitted on every answered public row (``python benchmarks/disagg.py``, ``benchmarks/disagg.md``:
+#: judged there leave one GPU out and leave one model out)
+DEFAULT_OVERHEADS = DisaggOverheads(ttft_ms=160.0, step_scale=0.8, prefill_scale=0.8)
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -109,13 +121,15 @@ class DisaggConfig:
     prefill_workers: int
     decode: Layout
     decode_workers: int
-    prefill_batch: int = 1  # requests per attention-DP rank per prefill step
+    prefill_batch: int = 1  # requests per attention-DP rank per prefill step (at least)
+    prefill_tokens: int = PREFILL_TOKEN_BUDGET  # the engine's token budget of one prefill step per rank
     decode_batch: int = 0  # largest batch per attention-DP rank; 0: what the concurrency puts there
 
     def __post_init__(self) -> None:
         if isinstance(self.model, str):
             object.__setattr__(self, "model", get_model(self.model))
-        for name in ("isl", "osl", "concurrency", "prefill_workers", "decode_workers", "prefill_batch"):
+        for name in ("isl", "osl", "concurrency", "prefill_workers", "decode_workers", "prefill_batch",
+                     "prefill_tokens"):
             _positive_int(name, getattr(self, name))
         ranks = self.decode_workers * self.decode.dp
         if self.decode_batch == 0:
@@ -138,8 +152,9 @@ class DisaggConfig:
 
     @property
     def prefill_bmax(self) -> int:
-        """Requests one prefill worker prefills in one step: attention-DP ranks x batch per rank."""
-        return self.prefill.dp * self.prefill_batch
+        """Requests one prefill worker prefills in one step: attention-DP ranks x (the prefill batch or what the
+        token budget holds of ``isl``-token prompts, whichever is more)."""
+        return self.prefill.dp * max(self.prefill_batch, self.prefill_tokens // self.isl)
 
     def workload(self, pool: str) -> ServeWorkload:
         """One worker of ``pool`` (prefill | decode) as a serve workload (its concurrency: its requests)."""
@@ -357,7 +372,7 @@ def step_times(cfgs: Sequence[DisaggConfig], gpu: GpuSpec, predict: Any = None, 
 
 
 def forecast_disagg(cfg: DisaggConfig, gpu: GpuSpec | str, predict: Any = None, comm: CommModel = DEFAULT_COMM,
-                    overheads: DisaggOverheads = NO_OVERHEADS, waves: float = CLIENT_WAVES) -> DisaggForecast:
+                    overheads: DisaggOverheads = DEFAULT_OVERHEADS, waves: float = CLIENT_WAVES) -> DisaggForecast:
     """TTFT, TPOT, output tokens/s per GPU (over both pools) and fit of ``cfg`` on ``gpu`` (module docstring)."""
     gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
     check_gpu_dtype(gpu, cfg.dtype)
@@ -392,7 +407,8 @@ def _count(row: Mapping[str, Any], column: str, default: int | None = None) -> i
     return int(number)
 
 
-def disagg_config_from_row(row: Mapping[str, Any]) -> tuple[DisaggConfig, str]:
+def disagg_config_from_row(row: Mapping[str, Any], prefill_tokens: int = PREFILL_TOKEN_BUDGET
+                           ) -> tuple[DisaggConfig, str]:
     """The configuration and GPU key of one ``mode=disagg`` row of ``serving.csv`` (raises with the reason it
     cannot be forecast). Concurrency: ``decode_batch_size x decode_num_workers x decode_attention_dp_size``."""
     if str(row.get("mode", "disagg")) != "disagg":
@@ -407,7 +423,7 @@ def disagg_config_from_row(row: Mapping[str, Any]) -> tuple[DisaggConfig, str]:
     prefill, decode = (layout_from_row(row, model, f"{pool}_") for pool in ("prefill", "decode"))
     cfg = DisaggConfig(model, dtype, _count(row, "isl"), _count(row, "osl"),
                        decode_batch * decode_workers * decode.dp, prefill, prefill_workers, decode, decode_workers,
-                       prefill_batch, decode_batch)
+                       prefill_batch=prefill_batch, decode_batch=decode_batch, prefill_tokens=prefill_tokens)
     return cfg, gpu.key
 
 
@@ -417,12 +433,13 @@ _KEY = ("model_path", "system", "precision", "mode", "isl", "osl", *(
 
 
 def evaluate_disagg(rows: pd.DataFrame, predict: Any = None, comm: CommModel = DEFAULT_COMM,
-                    overheads: DisaggOverheads | Callable[[pd.Series], DisaggOverheads] = NO_OVERHEADS,
-                    waves: float = CLIENT_WAVES, cache: dict | None = None) -> pd.DataFrame:
+                    overheads: DisaggOverheads | Callable[[pd.Series], DisaggOverheads] = DEFAULT_OVERHEADS,
+                    waves: float = CLIENT_WAVES, cache: dict | None = None,
+                    prefill_tokens: int = PREFILL_TOKEN_BUDGET) -> pd.DataFrame:
     """:data:`DISAGG_COLUMNS` for every row (the same index): identical configurations forecast once, every
     step graph of a GPU predicted in one pass, the closed loop solved for all rows at once. ``overheads`` may
     be a function of the row (e.g. fitted by backend); ``cache`` keeps step times between calls."""
-    return solve_terms(disagg_terms(rows, predict, comm, cache), overheads, waves)
+    return solve_terms(disagg_terms(rows, predict, comm, cache, prefill_tokens), overheads, waves)
 
 
 @dataclass
@@ -441,7 +458,7 @@ class DisaggTerms:
 
 
 def disagg_terms(rows: pd.DataFrame, predict: Any = None, comm: CommModel = DEFAULT_COMM,
-                 cache: dict | None = None) -> DisaggTerms:
+                 cache: dict | None = None, prefill_tokens: int = PREFILL_TOKEN_BUDGET) -> DisaggTerms:
     """Parse every row (errors kept per row) and compute each distinct configuration's step tables."""
     keys = [c for c in _KEY if c in rows]
     n = len(rows)
@@ -452,7 +469,7 @@ def disagg_terms(rows: pd.DataFrame, predict: Any = None, comm: CommModel = DEFA
     gpus: dict[int, GpuSpec] = {}
     for g, i in enumerate(first):
         try:
-            cfg, gpu_key = disagg_config_from_row(rows.iloc[i])
+            cfg, gpu_key = disagg_config_from_row(rows.iloc[i], prefill_tokens)
             gpus[g] = get_gpu(gpu_key)
             check_gpu_dtype(gpus[g], cfg.dtype)
             configs[g] = cfg
