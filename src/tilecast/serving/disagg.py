@@ -67,8 +67,9 @@ DISAGG_COLUMNS = ("pred_ttft_ms", "pred_tpot_ms", "pred_tokens_per_s_per_gpu", "
 #: points of a pool's step table the fixed point interpolates (batches geometric from 1 to the largest)
 STEP_GRID = 5
 #: requests per client slot of a benchmark run: the client sends ``CLIENT_WAVES x concurrency`` requests, the first
-#: ``concurrency`` of them at once (InferenceMAX's ``num_prompts = 10 x concurrency``); inf: steady state only
-CLIENT_WAVES = 10.0
+#: ``concurrency`` of them at once; fitted on the public rows with :data:`DEFAULT_OVERHEADS` (``benchmarks/disagg.py``;
+#: InferenceMAX's client sends 10 x concurrency); inf: steady state only
+CLIENT_WAVES = 5.0
 #: tokens one prefill step of an engine rank packs queued prompts into (TRT-LLM ``max_num_tokens``, SGLang
 #: ``chunked_prefill_size``: 8192 by default); 1: one prompt a step, the ``prefill_batch`` alone
 PREFILL_TOKEN_BUDGET = 8192
@@ -99,7 +100,7 @@ class DisaggOverheads:
 NO_OVERHEADS = DisaggOverheads()
 #: the constants fitted on every answered public row (``python benchmarks/disagg.py``, ``benchmarks/disagg.md``:
 #: judged there leave one GPU out and leave one model out)
-DEFAULT_OVERHEADS = DisaggOverheads(ttft_ms=160.0, step_scale=0.8, prefill_scale=0.8)
+DEFAULT_OVERHEADS = DisaggOverheads(ttft_ms=160.0, step_scale=0.8, prefill_scale=0.6)
 
 
 def _positive_int(name: str, value: Any) -> int:
