@@ -22,6 +22,7 @@ import pandas as pd
 
 from tilecast.forecast.serve import (
     DEFAULT_ENGINE,
+    KV_CACHE_SCALE,
     SERVE_RESERVE_GIB,
     ServeWorkload,
     capacity_bytes,
@@ -148,8 +149,9 @@ def assemble(cells: pd.DataFrame, graph_ids: tuple[np.ndarray, dict[str, np.ndar
     mem = _memory(out)
     cap = out["gpu"].map({g: capacity_bytes(get_gpu(g), policy.kv_memory_fraction, SERVE_RESERVE_GIB)
                           for g in pd.unique(out["gpu"])}).to_numpy(dtype=float)
+    kv_scale = out["dtype"].map(lambda d: KV_CACHE_SCALE.get(str(d), 1.0)).to_numpy(dtype=float)
     kv_tokens = np.maximum(cap - mem["weights_b"].to_numpy() - mem["workspace_b"].to_numpy(), 0.0) \
-        / mem["per_token_b"].to_numpy()
+        / (mem["per_token_b"].to_numpy() * kv_scale)
     kv_tokens = np.where(np.isfinite(kv_tokens), kv_tokens, np.inf)
     valid = codes >= 0
     frame = pd.DataFrame({"code": codes, "gpu": out["gpu"].to_numpy()})[valid]
