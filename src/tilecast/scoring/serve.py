@@ -126,12 +126,13 @@ def _memory(cells: pd.DataFrame) -> pd.DataFrame:
 
 def assemble(cells: pd.DataFrame, graph_ids: tuple[np.ndarray, dict[str, np.ndarray]], summary: pd.DataFrame,
              info: pd.DataFrame, forecast_errors: pd.DataFrame, unsupported: dict[tuple[str, str], str],
-             pricing: Pricing) -> pd.DataFrame:
+             pricing: Pricing, learned: bool = True) -> pd.DataFrame:
     """The serve table's numbers per cell (columns of :data:`tilecast.scoring.schema.SERVE_SCHEMA` except
     provenance). ``graph_ids``: each cell's configuration code (-1 for an invalid workload) and per role each
     configuration's graph; ``summary``: :func:`engine_summaries`; ``info``: ``graph_id, graph_error``;
     ``forecast_errors``: ``graph_id, gpu, forecast_error``; ``cells``: :data:`SERVE_KEYS`, ``n_gpus`` and
-    ``workload_error``."""
+    ``workload_error``; ``learned``: the kernels come from learned predictors (their fp8 GEMMs give back the fused
+    activation quantisation, :data:`tilecast.serving.step.FUSED_QUANT_MS`), not the roofline."""
     out = cells.reset_index(drop=True).copy()
     codes, ids = graph_ids
     lookup = summary.set_index(["graph_id", "gpu"])
@@ -168,7 +169,7 @@ def assemble(cells: pd.DataFrame, graph_ids: tuple[np.ndarray, dict[str, np.ndar
         spec = get_model(model)
         parallel = f"tp{int(tp)}" if int(tp) > 1 else None
         cost = costs_from_summaries(hit.iloc[: len(token_roles)], hit.iloc[len(token_roles):], spec.num_layers,
-                                    policy, config_fp8_gemms(spec, str(dtype), parallel))
+                                    policy, config_fp8_gemms(spec, str(dtype), parallel) if learned else 0.0)
         st = steady_state(cost, out["isl"].to_numpy()[idx], out["osl"].to_numpy()[idx],
                           out["concurrency"].to_numpy()[idx], kv_tokens=kv_tokens[idx])
         res["ttft_ms"][idx], res["tpot_ms"][idx] = st["ttft_ms"], st["tpot_ms"]

@@ -19,7 +19,8 @@ engine's kernel factors (:func:`tilecast.serving.engine_kernels.engine_family_pr
 The kernel tables time an fp8 GEMM with the dynamic quantisation of its activation (a kernel of its own,
 :data:`FUSED_QUANT_MS`: the median over the measured GPUs of the fp8 - bf16 difference of the smallest GEMMs, whose
 GEMM itself runs at the launch floor in both dtypes); serving engines fuse that quantisation into the preceding
-norm or activation, so a step's fp8 GEMMs each give it back.
+norm or activation, so a step's fp8 GEMMs each give it back (under the learned predictors, which learn the tables;
+the roofline never timed it).
 The host's share of a step (:class:`~tilecast.serving.policy.EnginePolicy`) is added by :meth:`StepCost.step_ms`.
 """
 
@@ -188,7 +189,7 @@ def step_costs(spec: ModelSpec, dtype: str, parallel: object, gpus: list[GpuSpec
         sub = frame.loc[rows]
         ms[rows] = op_latency_matrix(sub, gpus, wrapped, comm=engine_comm(engine, version, mode), strict=True)[0]
     layers = int(frame["num_layers"].iloc[0] or 1)
-    n_fp8 = config_fp8_gemms(spec, dtype, parallel)
+    n_fp8 = config_fp8_gemms(spec, dtype, parallel) if predict is not None else 0.0  # the roofline times no quant
     out = {}
     for j, gpu in enumerate(gpus):
         summ = summarise_many(frame, ms[:, j]).sort_index()
