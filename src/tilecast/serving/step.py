@@ -27,7 +27,7 @@ The host's share of a step (:class:`~tilecast.serving.policy.EnginePolicy`) is a
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -84,6 +84,14 @@ class StepCost:
     attn_decode: np.ndarray  # A_d(d, L), shape (DECODE_BATCH_GRID, DECODE_LEN_GRID)
     num_layers: int
     policy: EnginePolicy
+    groups: dict[str, np.ndarray] | None = None  # ms per breakdown group of each token graph (step_costs)
+
+    def breakdown_ms(self, tokens: int) -> dict[str, float]:
+        """Kernel ms per op group of the token graph nearest ``tokens`` (a prefill's makeup), where known."""
+        if not self.groups:
+            return {}
+        i = int(np.argmin(np.abs(np.log(np.asarray(TOKEN_GRID, float)) - np.log(max(tokens, 1)))))
+        return {g: float(v[i]) for g, v in self.groups.items() if v[i]}
 
     def prefill_attn_ms(self, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
         """Prefill attention of positions ``start..stop`` of one request (the chunk after ``start`` cached)."""
@@ -193,8 +201,9 @@ def step_costs(spec: ModelSpec, dtype: str, parallel: object, gpus: list[GpuSpec
     out = {}
     for j, gpu in enumerate(gpus):
         summ = summarise_many(frame, ms[:, j]).sort_index()
-        out[gpu.key] = costs_from_summaries(summ.loc[keys.index[keys["role"] == "token"]],
-                                            summ.loc[keys.index[keys["role"] == "decode"]], layers, policy, n_fp8)
+        token = summ.loc[keys.index[keys["role"] == "token"]]
+        cost = costs_from_summaries(token, summ.loc[keys.index[keys["role"] == "decode"]], layers, policy, n_fp8)
+        out[gpu.key] = replace(cost, groups={c[3:]: token[c].to_numpy(float) for c in token if c.startswith("ms_")})
     return out
 
 
