@@ -332,6 +332,7 @@ def forecast_serve(sw: ServeWorkload, gpu: GpuSpec | str, predict: FamilyPredict
     st = steady_state(cost, sw.isl, sw.osl, sw.concurrency, kv_tokens=kv_capacity_tokens(memory, sw.dtype))
     return ServeForecast(sw.model.key, gpu.key, sw.dtype, sw.tp, sw.isl, sw.osl, sw.concurrency,
                          float(st["prefill_step_ms"]), float(st["decode_step_ms"]), float(st["ttft_ms"]),
-                         float(st["tpot_ms"]), memory, memory.max_concurrency(sw.isl + sw.osl), cost.breakdown_ms(sw.isl),
+                         float(st["tpot_ms"]), memory, memory.max_concurrency(sw.isl + sw.osl),
+                         cost.breakdown_ms(sw.isl),
                          sw.n_gpus,
                          sw.layout.tag if sw.layout is not None else None, policy.engine)

@@ -451,8 +451,9 @@ def predict_workload(model, gpu, batch: int, seq_len: int, mode: str, parallel: 
 def predict_serve(sw, gpu, source: str = "registry", alias: str = "champion", calibrate: bool = True,
                   pricing: Any = None, interval_level: float | None = None, engine: str = "vllm",
                   engine_version: str | None = None, policy: Any = None) -> tuple[Any, dict[str, Any]]:
-    """Forecast one serve workload (:class:`tilecast.forecast.serve.ServeWorkload`) as ``engine`` serves it: (``ServeForecast``, JSON
-    record with the cost per 1M output tokens when ``pricing`` prices the GPU, and TTFT / TPOT intervals)."""
+    """Forecast one serve workload (:class:`tilecast.forecast.serve.ServeWorkload`) as ``engine`` serves it:
+    (``ServeForecast``, JSON record with the cost per 1M output tokens when ``pricing`` prices the GPU, and TTFT /
+    TPOT intervals)."""
     from tilecast.forecast.serve import forecast_serve
 
     level = check_level(interval_level)

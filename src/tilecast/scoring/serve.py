@@ -32,13 +32,13 @@ from tilecast.forecast.serve import (
     tokens_per_s_per_gpu,
 )
 from tilecast.scoring.aggregate import summarise_cells
+from tilecast.scoring.matrix import BUILD_KEYS, NO_PARALLEL, SERVE_KEYS
+from tilecast.scoring.metrics import GIB, S_PER_HOUR
+from tilecast.scoring.pricing import Pricing
 from tilecast.serving.engine_allreduce import engine_comm
 from tilecast.serving.policy import engine_policy
 from tilecast.serving.steady import steady_state
 from tilecast.serving.step import config_fp8_gemms, costs_from_summaries, grid_keys
-from tilecast.scoring.matrix import BUILD_KEYS, NO_PARALLEL, SERVE_KEYS
-from tilecast.scoring.metrics import GIB, S_PER_HOUR
-from tilecast.scoring.pricing import Pricing
 from tilecast.specs import SpecError, get_gpu, get_model
 
 #: the grid's graphs, one role each (:func:`tilecast.serving.step.grid_keys`)

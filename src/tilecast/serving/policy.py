@@ -84,7 +84,8 @@ def check_fields(values: dict[str, Any], engine: str) -> None:
     """An :class:`UnknownPolicyFieldError` for the first key of ``values`` that is no policy field."""
     unknown = [k for k in values if k not in POLICY_FIELDS]
     if unknown:
-        raise UnknownPolicyFieldError(f"unknown {engine} policy field {unknown[0]!r}; known: {', '.join(POLICY_FIELDS)}")
+        raise UnknownPolicyFieldError(f"unknown {engine} policy field {unknown[0]!r}; known: "
+                                      f"{', '.join(POLICY_FIELDS)}")
 
 
 @functools.cache

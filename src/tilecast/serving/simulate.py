@@ -15,13 +15,14 @@ Each iteration the engine's scheduler (:class:`~tilecast.serving.policy.EnginePo
   most ``max_partial_prefills`` requests left part-prefilled; without chunking a prompt runs whole, alone if it is
   longer than the budget; engines that do not mix (``mixed_batches`` false: SGLang) run a step of prefills only
   whenever a prompt waits, and decode steps otherwise;
-- a request is admitted only if the KV cache (``kv_tokens``) holds its prompt and output; when the running
+- a request is admitted only if the KV cache (``kv_tokens``) holds its prompt; when the running
   requests' caches outgrow it, the latest admitted is preempted and recomputed later (vLLM's policy).
 
-The step takes :meth:`~tilecast.serving.step.StepCost.step_ms`; a prefill completing in a step yields the
-request's first token at the step's end. A request reaches the engine ``request_overhead_ms`` after the client
-sends it (HTTP, tokenisation, streaming), so its TTFT and latency carry that too. :func:`simulate` returns the per-request records and the benchmark's
-figures; :mod:`tilecast.serving.steady` is the closed form the nightly uses, tested against this.
+The step takes :meth:`~tilecast.serving.step.StepCost.step_ms`; a prefill completing in a step yields the request's
+first token at the step's end. A request reaches the engine ``request_overhead_ms`` after the client sends it (HTTP,
+tokenisation, streaming), so its TTFT and latency carry that too. :func:`simulate` returns the per-request records
+and the benchmark's figures; :mod:`tilecast.serving.steady` is the closed form the nightly uses, tested against
+this.
 """
 
 from __future__ import annotations

@@ -109,7 +109,8 @@ class StepCost:
         w = (lx - lls[i]) / (lls[i + 1] - lls[i])
         lo = np.take_along_axis(per_len, i[..., None], -1)[..., 0]
         hi = np.take_along_axis(per_len, (i + 1)[..., None], -1)[..., 0]
-        out = np.exp(np.log(np.maximum(lo, 1e-12)) + w * (np.log(np.maximum(hi, 1e-12)) - np.log(np.maximum(lo, 1e-12))))
+        llo, lhi = np.log(np.maximum(lo, 1e-12)), np.log(np.maximum(hi, 1e-12))
+        out = np.exp(llo + w * (lhi - llo))
         return np.where(d > 0, out, 0.0)
 
     def gpu_ms(self, d: np.ndarray, kv_len: np.ndarray, prefill_tokens: np.ndarray,
@@ -207,5 +208,6 @@ def step_costs(spec: ModelSpec, dtype: str, parallel: object, gpus: list[GpuSpec
     return out
 
 
-__all__ = ["DECODE_BATCH_GRID", "DECODE_LEN_GRID", "FUSED_QUANT_MS", "TOKEN_GRID", "StepCost", "config_fp8_gemms", "costs_from_summaries", "fp8_gemms", "grid_frame",
+__all__ = ["DECODE_BATCH_GRID", "DECODE_LEN_GRID", "FUSED_QUANT_MS", "TOKEN_GRID", "StepCost", "config_fp8_gemms",
+           "costs_from_summaries", "fp8_gemms", "grid_frame",
            "grid_keys", "step_costs"]
