@@ -73,9 +73,11 @@ def component_keys(cells: pd.DataFrame) -> tuple[np.ndarray, dict[str, pd.DataFr
     parallel = np.where(conf["tp"].to_numpy() > 1, "tp" + conf["tp"].astype(str), NO_PARALLEL)
     base = {"model": conf["model"].to_numpy(), "mode": "inference", "parallel": parallel, "fused": False,
             "dtype": conf["dtype"].to_numpy(), "serving": True}
-    out = {role: pd.DataFrame({**base, "batch": g.batch, "seq_len": g.seq_len, "kv_len": g.kv_len},
-                              index=conf.index)[list(BUILD_KEYS)]
-           for role, g in zip(ROLES, GRID.itertuples(), strict=True)}
+    grids = [grid_keys(get_model(m).max_positions) for m in conf["model"]]
+    out = {role: pd.DataFrame({**base, "batch": [g.at[i, "batch"] for g in grids],
+                               "seq_len": [g.at[i, "seq_len"] for g in grids],
+                               "kv_len": [g.at[i, "kv_len"] for g in grids]}, index=conf.index)[list(BUILD_KEYS)]
+           for i, role in enumerate(ROLES)}
     return codes, out
 
 

@@ -56,10 +56,16 @@ PREFILL_ATTN = ("ms_attn_prefill", "ms_mla_prefill")
 DECODE_ATTN = ("ms_attn_decode", "ms_mla_decode")
 
 
-def grid_keys() -> pd.DataFrame:
-    """The grid's graphs: ``role`` (``token`` | ``decode``), ``batch``, ``seq_len``, ``kv_len``."""
-    tok = [("token", 1, m, 0) for m in TOKEN_GRID]
-    dec = [("decode", d, 1, n) for d in DECODE_BATCH_GRID for n in DECODE_LEN_GRID]
+def grid_keys(max_positions: int | None = None) -> pd.DataFrame:
+    """The grid's graphs: ``role`` (``token`` | ``decode``), ``batch``, ``seq_len``, ``kv_len``. A token graph of more
+    tokens than the model's ``max_positions`` runs them as several requests of the largest power of two that fits
+    (its ``lin`` is the same; its prefill attention is never asked for: no prompt is that long); a decode graph over
+    a longer cache runs ``k`` times the requests over ``1 / k`` of it (the same KV bytes read: decode attention is
+    memory-bound; its ``lin`` is read from the shortest-cache graphs only)."""
+    top = 2 ** int(np.log2(max_positions)) if max_positions else TOKEN_GRID[-1]
+    tok = [("token", max(1, m // top), min(m, top), 0) for m in TOKEN_GRID]
+    top_kv = 2 ** int(np.log2(max_positions - 1)) if max_positions else DECODE_LEN_GRID[-1]
+    dec = [("decode", d * max(1, n // top_kv), 1, min(n, top_kv)) for d in DECODE_BATCH_GRID for n in DECODE_LEN_GRID]
     return pd.DataFrame(tok + dec, columns=["role", "batch", "seq_len", "kv_len"])
 
 
@@ -151,7 +157,7 @@ def grid_frame(spec: ModelSpec, dtype: str, parallel: object) -> pd.DataFrame:
     """The grid's graphs of (``spec``, ``dtype``, ``parallel``) stacked in one op frame (a ``cell`` column: the
     row of :func:`grid_keys`)."""
     parts = []
-    for i, row in grid_keys().iterrows():
+    for i, row in grid_keys(spec.max_positions).iterrows():
         frame = graph_frame(build_parallel_graph(spec, int(row.batch), int(row.seq_len), "inference", parallel,
                                                  dtype=dtype, kv_len=int(row.kv_len), serving=True))
         parts.append(frame.assign(cell=i, parallel=frame.attrs.get("parallel"),
@@ -177,7 +183,7 @@ def costs_from_summaries(token: pd.DataFrame, decode: pd.DataFrame, num_layers: 
     fused = FUSED_QUANT_MS * n_fp8_gemms
     lin_t = token["e2e_ms"].to_numpy(float) - a_p - fused
     a_d = attn(decode, DECODE_ATTN).reshape(len(DECODE_BATCH_GRID), len(DECODE_LEN_GRID))
-    lin_d = (decode["e2e_ms"].to_numpy(float) - attn(decode, DECODE_ATTN)).reshape(a_d.shape).mean(axis=1) - fused
+    lin_d = (decode["e2e_ms"].to_numpy(float) - attn(decode, DECODE_ATTN)).reshape(a_d.shape)[:, 0] - fused
     return StepCost(lin_t, a_p, lin_d, a_d, int(num_layers), policy)
 
 
@@ -187,7 +193,7 @@ def step_costs(spec: ModelSpec, dtype: str, parallel: object, gpus: list[GpuSpec
     forecast in one pass over every GPU, token graphs with the engine's eager all-reduce, decode graphs with its
     CUDA-graph one."""
     frame = grid_frame(spec, dtype, parallel)
-    keys = grid_keys()
+    keys = grid_keys(spec.max_positions)
     engine = policy.engine
     wrapped = predict
     if predict is not None and policy.kernel_factors:
