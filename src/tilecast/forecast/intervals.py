@@ -160,7 +160,8 @@ def placement(record: Mapping[str, Any], gpu: GpuSpec, trained: Mapping[str, Any
     notes = []
     vendors = set(trained.get("vendors", ()))
     if gpu.vendor not in vendors:
-        notes.append(f"{gpu.vendor} GPU: the predictors trained on {', '.join(sorted(vendors))} GPUs only")
+        notes.append(f"another vendor ({gpu.vendor} GPU): the predictors trained on {', '.join(sorted(vendors))} "
+                     "GPUs only")
         if not any(u.get("vendor_gap") for u in record["gpus"].values()):
             return Placement(distance, nearest, {}, "; ".join(notes + ["no measurement of that vendor"]), True)
     same = sorted(g for g in trained.get("gpus", ()) if get_gpu(g).vendor == gpu.vendor)
