@@ -10,7 +10,7 @@ from tilecast.data import load_kernels
 from tilecast.specs import get_gpu
 from tilecast.tiles.features import FEATURE_BUILDERS, OP_CODES, default_features
 from tilecast.tiles.gemm import gemm_waves, profiled_tiles
-from tilecast.tiles.roofline import kernel_flops_bytes, roofline_ms, spec_frame
+from tilecast.tiles.roofline import kernel_flops_bytes, roofline_ms, roofline_regime, spec_frame
 
 TABLES = {"bmm": "bmm", "linear": "linear", "elementwise": "elem", "softmax": "softmax", "layernorm": "ln"}
 
@@ -88,7 +88,5 @@ def test_attention_candidate_features_see_head_dim_padding_and_split_kv():
 def test_roofline_regime_tells_compute_from_memory_bound():
     rows = pd.DataFrame({"OPName": ["linear", "linear", "add"], "B": [1, 1, 4096], "M": [8192, 1, 0],
                          "N": [8192, 8192, 0], "K": [8192, 8192, 0], "H": [0, 0, 4096]})
-    from tilecast.tiles.roofline import roofline_regime
-
     got = roofline_regime(rows, get_gpu("a100_pcie_40gb"))
     assert got[0] > 1 and got[1] < -1 and got[2] < -1  # a square GEMM; a matrix-vector product; an add
