@@ -87,14 +87,14 @@ def main() -> None:
              "The variants are judged on the same folds. Rule, set before the run: a variant would become the "
              f"default only if it lowers both the mean and the worst GPU of a family by more than {NOISE} points "
              "(what changing the xgboost seed moves a mean, `benchmarks/generalisation.md`). "
-             + verdict(wide), "", markdown(wide.round(1).reset_index()), ""]
+             + verdict(wide), "", markdown(wide.round(1).reset_index(), index=False), ""]
     for col in ("latency ms", "head dim", "GQA group", "batch", "isl / cache"):
         for family in FAMILIES:
             t = tail.loc[tail["family"] == family]
             piv = t.pivot_table(index=col, columns="gpu", values="ape", aggfunc="mean")
             piv["all GPUs"] = t.groupby(col)["ape"].mean()
             piv["rows"] = t.groupby(col).size()
-            lines += [f"## {family}: APE % by {col} (default features)", "", markdown(piv.round(1).reset_index()), ""]
+            lines += [f"## {family}: APE % by {col} (default features)", "", markdown(piv.round(1).reset_index(), index=False), ""]
     OUT.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {OUT}", file=sys.stderr)
 

@@ -82,6 +82,12 @@ CANDIDATES: dict[str, dict] = {
                            **{f: {"features": [c for c in GEMM_DEFAULT
                                                if c not in ("log_tile_compute_us", "log_tile_memory_us")]}
                               for f in ("bmm", "linear")}},
+    # issue 26 item 3: the tile model's own traffic (operand re-reads at the chosen tile, the smaller operand
+    # against L2) and the fp32 lanes per SM (a generation's width: 64 on Volta / Turing / A100, 128 on P4 / Ada)
+    "gemm-tile-traffic": {"max_depth": 6, "min_child_weight": 20.0, "test_row_weight": 20.0,
+                          **{f: {"features": [*GEMM_DEFAULT, "log_tiled_intensity_over_ridge",
+                                              "log_operand_over_l2", "log_cores_per_sm"]}
+                             for f in ("bmm", "linear")}},
 }
 QUICK = {"rounds": 40}
 LEVELS = (0.8, 0.95)

@@ -37,7 +37,16 @@ def gemm_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame, r
     w = gemm_waves(rows, tiles, sm)
     b, m, n, k = (_dim(rows, c) for c in ("B", "M", "N", "K"))
     ridge = flops_per_sm / bytes_per_sm
+    # operand traffic at the chosen tile without L2 reuse: A (M x N) is read once per column of output tiles,
+    # B (N x K) once per row of them; the smaller operand fits in L2 or not (then it is re-read from DRAM)
+    a_bytes, b_bytes = 4.0 * b * m * n, 4.0 * b * n * k
+    tiled = a_bytes * np.ceil(k / tiles["tile_k"].to_numpy(float)) + b_bytes * np.ceil(m / tiles["tile_m"].to_numpy(
+        float)) + 4.0 * b * m * k
+    cores = spec["cores_per_sm"].to_numpy(dtype=float) if "cores_per_sm" in spec else np.full(len(rows), np.nan)
     return pd.DataFrame({
+        "log_tiled_intensity_over_ridge": _log2(flops / tiled / ridge),
+        "log_operand_over_l2": _log2(np.minimum(a_bytes, b_bytes) / l2_bytes),
+        "log_cores_per_sm": _log2(np.where(cores > 0, cores, np.nan)),
         "log_b": _log2(b), "log_m": _log2(m), "log_n": _log2(n), "log_k": _log2(k),
         "m_mod4": (m % 4 == 0) * 1.0, "n_mod4": (n % 4 == 0) * 1.0, "k_mod4": (k % 4 == 0) * 1.0,
         "log_tile_k": _log2(tiles["tile_k"]), "log_tile_m": _log2(tiles["tile_m"]),
