@@ -94,7 +94,8 @@ def main() -> None:
             piv = t.pivot_table(index=col, columns="gpu", values="ape", aggfunc="mean")
             piv["all GPUs"] = t.groupby(col)["ape"].mean()
             piv["rows"] = t.groupby(col).size()
-            lines += [f"## {family}: APE % by {col} (default features)", "", markdown(piv.round(1).reset_index(), index=False), ""]
+            lines += [f"## {family}: APE % by {col} (default features)", "",
+                      markdown(piv.round(1).reset_index(), index=False), ""]
     OUT.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {OUT}", file=sys.stderr)
 
