@@ -176,13 +176,16 @@ def e2e_scores(labels: pd.DataFrame, w: pd.DataFrame, biases: Mapping[str, Mappi
 
 
 def multipliers(scores: pd.DataFrame) -> dict[str, float]:
-    """``k`` per nominal level: GPU-weighted quantiles of the scores ``t`` (each GPU one vote)."""
+    """``k`` per nominal level: GPU-weighted quantiles of the scores ``t`` (each GPU one vote). Above 80% never
+    below the 80% multiplier scaled as a normal's quantiles grow: a few GPUs' scores say nothing of the tail
+    beyond their largest."""
     units = {g: {"distance": 0.0, "cells": {f"{im.ANY}|{im.ANY}": {
         "q": list(np.quantile(s["t"].to_numpy(float), im.CELL_PROBS))}}} for g, s in scores.groupby("gpu")}
     record = {"gpus": units}
     w = {g: 1.0 / len(units) for g in units}
-    ks = im.mixture_quantiles(record, f"{im.ANY}|{im.ANY}", w, LEVEL_GRID)
-    return {str(lv): round(float(k), 4) for lv, k in zip(LEVEL_GRID, ks, strict=True)}
+    ks = dict(zip(LEVEL_GRID, im.mixture_quantiles(record, f"{im.ANY}|{im.ANY}", w, LEVEL_GRID), strict=True))
+    z = lambda lv: float(np.interp(lv, im.Z_LEVELS, im.Z))  # noqa: E731
+    return {str(lv): round(float(max(k, ks[0.8] * z(lv) / z(0.8)) if lv > 0.8 else k), 4) for lv, k in ks.items()}
 
 
 def e2e_fit(labels: pd.DataFrame, w: pd.DataFrame, biases: Mapping[str, Mapping[str, float]],

@@ -52,11 +52,12 @@ CELL_PROBS = tuple(round(0.01 + 0.02 * i, 3) for i in range(50))
 SPEC_AXES = ("peak", "mem_bw_gbs", "num_sm", "l2_mb", "boost_clock_mhz")
 #: width of the Gaussian kernel over spec distances (in the distance's own units: log2 ratios)
 DISTANCE_BANDWIDTH = 0.25
-#: a family calibrated by fewer GPUs than this is never given a tighter interval than a factor of 3 either way
-#: at 80% (widened with the level like a normal's quantile)
+#: the no-data interval: a factor of 3 either way at 80% (widened with the level like a normal's quantile); a
+#: family calibrated by fewer GPUs than FEW_GPUS is never given a tighter one
+NO_DATA_LOG_Q = math.log(3.0)
 FEW_GPUS = 3
-FEW_GPUS_LOG_Q = math.log(3.0)
-_Z_LEVELS, _Z = (0.5, 0.8, 0.9, 0.95, 0.99), (0.674, 1.282, 1.645, 1.960, 2.576)  # normal quantiles
+#: central normal quantiles at a few levels (what the few-GPU floor and the end-to-end tail scale with)
+Z_LEVELS, Z = (0.5, 0.8, 0.9, 0.95, 0.99), (0.674, 1.282, 1.645, 1.960, 2.576)
 #: a floor on each calibrating GPU's weight relative to the nearest, so no GPU is ever ignored entirely
 WEIGHT_FLOOR = 0.05
 
@@ -203,7 +204,7 @@ def kernel_log_bounds(record: Mapping[str, Any], cells: np.ndarray, distance: fl
         a, b = mixture_quantiles(record, cell, w, ((1 - level) / 2, (1 + level) / 2))
         lo[cells == cell], hi[cells == cell] = a, b
     if len(record["gpus"]) < FEW_GPUS:  # two GPUs cannot say how far a third one errs: never tighter than no data
-        half = FEW_GPUS_LOG_Q * float(np.interp(level, _Z_LEVELS, _Z)) / _Z[1]
+        half = NO_DATA_LOG_Q * float(np.interp(level, Z_LEVELS, Z)) / Z[1]
         lo, hi = np.minimum(lo, -half), np.maximum(hi, half)
     return lo, hi
 

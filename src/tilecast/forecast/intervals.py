@@ -55,8 +55,7 @@ FEW_OF_VENDOR = 3
 _VENDOR_NAMES = {"amd": "AMD", "nvidia": "NVIDIA", "intel": "Intel"}
 #: log-quantiles for a family x dtype without residuals (no data): a factor of 3 at 80%, widened with the
 #: level like a normal's quantile
-NO_DATA_LOG_Q = math.log(3.0)
-_Z_LEVELS, _Z = (0.5, 0.8, 0.9, 0.95, 0.99), (0.674, 1.282, 1.645, 1.960, 2.576)  # normal quantiles
+NO_DATA_LOG_Q = im.NO_DATA_LOG_Q
 #: end-to-end modes and the kernel family that dominates their time (fp32 / below fp32)
 E2E_MODES = ("inference", "training")
 E2E_DOMINANT = {"fp32": "linear", "half": "tc_gemm"}
@@ -111,8 +110,8 @@ def check_level(level: float | None) -> float:
 
 
 def _no_data(level: float) -> tuple[float, float]:
-    z = float(np.interp(level, _Z_LEVELS, _Z))
-    half = NO_DATA_LOG_Q * z / _Z[1]
+    z = float(np.interp(level, im.Z_LEVELS, im.Z))
+    half = NO_DATA_LOG_Q * z / im.Z[1]
     return -half, half
 
 
@@ -218,7 +217,7 @@ def family_moments(family: str, gpu: GpuSpec, dtype: str, table: IntervalTable) 
     where = placement(record, gpu, table.training.get(family, {}), rec_dtype) if record else None
     if not record or where is None or where.no_data:
         why = where.why if where is not None else f"{family} {dtype}: no leave-one-GPU-out residuals (no data)"
-        return 0.0, NO_DATA_LOG_Q / _Z[1], why
+        return 0.0, NO_DATA_LOG_Q / im.Z[1], why
     biases = {u: float(v["bias"]) for u, v in record["gpus"].items()}
     m, s = im.bias_moments(biases, record, where.distance)
     return m, s, "; ".join(x for x in (where.why, stand_in) if x)
