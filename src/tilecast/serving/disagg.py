@@ -11,7 +11,7 @@ loop: ``concurrency`` requests always in flight, a finished one replaced at once
   requests (AIConfigurator's ``decode_batch_size`` is per attention-DP rank: in every public row with worker
   counts, ``concurrency = decode_batch_size x decode_num_workers x decode_attention_dp_size``).
 
-Per request (docs/method.md §23): it queues in the prefill pool, is prefilled (``S_p``: one step of the prefill
+Per request (docs/method.md §24): it queues in the prefill pool, is prefilled (``S_p``: one step of the prefill
 worker at the requests it holds, ``n = rate per worker x S_p(n)`` by Little's law, between one and its batch), its
 KV cache crosses to a decode worker (``T_x``: the bytes one prefill GPU holds of it over NVLink when both pools fit
 in one NVLink domain of the GPU, else over the scale-out network), and decodes ``osl`` tokens at the decode pool's
