@@ -446,14 +446,16 @@ def predict_workload(model, gpu, batch: int, seq_len: int, mode: str, parallel: 
 
 
 def predict_serve(sw, gpu, source: str = "registry", alias: str = "champion", calibrate: bool = True,
-                  pricing: Any = None, interval_level: float | None = None) -> tuple[Any, dict[str, Any]]:
-    """Forecast one serve workload (:class:`tilecast.forecast.serve.ServeWorkload`): (``ServeForecast``, JSON
-    record with the cost per 1M output tokens when ``pricing`` prices the GPU, and TTFT / TPOT intervals)."""
+                  pricing: Any = None, interval_level: float | None = None, engine: str = "vllm",
+                  engine_version: str | None = None, policy: Any = None) -> tuple[Any, dict[str, Any]]:
+    """Forecast one serve workload (:class:`tilecast.forecast.serve.ServeWorkload`) as ``engine`` serves it:
+    (``ServeForecast``, JSON record with the cost per 1M output tokens when ``pricing`` prices the GPU, and TTFT /
+    TPOT intervals)."""
     from tilecast.forecast.serve import forecast_serve
 
     level = check_level(interval_level)
     predict, versions = predictor_source(source, alias, calibrate, dtypes=(sw.dtype,))
-    fc = forecast_serve(sw, gpu, predict)
+    fc = forecast_serve(sw, gpu, predict, engine, engine_version, policy)
     record = {**fc.to_dict(), "forecaster": source, "alias": alias if source == "registry" else None,
               "versions": {f: str(v) for f, v in versions.items()}, "notes": list(getattr(predict, "notes", []))}
     record.update(record_interval(record, gpu, level))

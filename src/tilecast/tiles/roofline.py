@@ -213,6 +213,21 @@ def roofline_ms(rows: pd.DataFrame, gpu: GpuSpec | None = None, reference: bool 
     ``reference=True`` uses the reference's bandwidth units (the baseline, and the lower bound that
     learned predictors respect); ``False`` the SI units of the spec sheet.
     """
+    compute_s, memory_s = _bound_seconds(rows, gpu, reference)
+    return 1e3 * np.maximum(compute_s, memory_s)
+
+
+def roofline_regime(rows: pd.DataFrame, gpu: GpuSpec | None = None) -> np.ndarray:
+    """``log2(compute time / memory time)`` of each row on ``gpu`` (or its ``Device``): > 0 compute-bound,
+    < 0 memory-bound (SI units; rows without work: 0). What the prediction intervals condition on."""
+    compute_s, memory_s = _bound_seconds(rows, gpu, False)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.log2(compute_s / memory_s)
+    return np.where(np.isfinite(out), out, 0.0)
+
+
+def _bound_seconds(rows: pd.DataFrame, gpu: GpuSpec | None, reference: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(compute seconds, memory seconds) of each row: the two sides of the roofline."""
     spec = spec_frame(rows, gpu)
     flops, nbytes = kernel_flops_bytes(rows)
     ops = rows["OPName"].astype(str)
@@ -228,4 +243,4 @@ def roofline_ms(rows: pd.DataFrame, gpu: GpuSpec | None = None, reference: bool 
             net_s = np.where(net > 0, net / (np.where(network > 0, network, np.nan) * GB_SI), 0.0)
         memory_s[a2a] = np.maximum(link / (spec["link_gbs"].to_numpy()[a2a] * GB_SI), net_s)
         compute_s[a2a] = 0.0
-    return 1e3 * np.maximum(compute_s, memory_s)
+    return compute_s, memory_s
