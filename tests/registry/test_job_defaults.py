@@ -5,9 +5,8 @@ of the settings it builds agree (one set of defaults)."""
 import dataclasses
 
 import pytest
-import yaml
 
-from tilecast.paths import CONF_DIR
+from tilecast.cli import conf_defaults
 from tilecast.registry.forecaster import predictor_source
 from tilecast.scoring.predictors import families_for
 from tilecast.tiles.ops import FP32_FAMILIES
@@ -18,7 +17,8 @@ from .helpers import trained
 
 
 def _yaml(name: str) -> dict:
-    return yaml.safe_load((CONF_DIR / f"{name}.yaml").read_text())
+    """The job's settings as it composes them: its schema (the settings dataclass) under ``conf/<name>.yaml``."""
+    return conf_defaults(name)
 
 
 @pytest.mark.parametrize("job, cls", [("train", TrainSpec), ("promote", PromotionPolicy)])
