@@ -61,10 +61,10 @@ def job_help(config_name: str) -> str:
             shown = ", ".join(options) if len(options) <= 6 else f"{len(options)} options"
             given = f"default: {default}" if default not in (None, "???") else "required: none by default"
             lines.append(f"  {group}: {shown} ({given}){extra}{catalog}")
-    lines += ["", "what-ifs: gpu.<field>=<value>, model.config.<key>=<value> (predict, predict_kernels, graph)"
-              if config_name in ("predict", "predict_kernels", "graph") else "",
-              "the composed config: --cfg job; Hydra's own help: --hydra-help"]
-    return "\n".join(line for line in lines if line is not None)
+    if config_name in ("predict", "predict_kernels", "graph"):
+        lines.append("what-ifs: gpu.<field>=<value>, model.config.<key>=<value> (predict, predict_kernels, graph)")
+    lines.append("the composed config: --cfg job; Hydra's own help: --hydra-help")
+    return "\n".join(lines)
 
 
 def list_catalog(name: str) -> str:
