@@ -48,7 +48,8 @@ def serve_row_workload(row: pd.Series) -> tuple[ServeWorkload, str]:
     gpu = get_gpu(str(row["system"]))
     pp = _int(row.get("pp_size", 1) if pd.notna(row.get("pp_size", 1)) else 1, "pp_size")
     layout = layout_from_row(row, model) if model.moe is not None else None  # tp, attention dp, ep
-    sw = ServeWorkload(model, precision, _int(row["tp_size"], "tp_size"), _int(row["isl"], "isl"),
+    tp = layout.tp if layout is not None else _int(row["tp_size"], "tp_size")  # a wide-EP row's tp is its dp
+    sw = ServeWorkload(model, precision, tp, _int(row["isl"], "isl"),
                        _int(row["osl"], "osl"), _int(row["batch_size"], "batch_size"), pp, layout)
     return sw, gpu.key
 

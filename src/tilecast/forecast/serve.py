@@ -333,6 +333,13 @@ def _step_ms(sw: ServeWorkload, gpu: GpuSpec, predict: FamilyPredictor | None, c
     return float(summary["e2e_ms"]), {k[3:]: float(v) for k, v in summary.items() if k.startswith("ms_") and v}
 
 
+def dp_concurrency(sw: ServeWorkload) -> int:
+    """Requests one attention data-parallel rank serves (all of them without attention dp): a rank prefills its own
+    replacements, the ranks' prefills run in the same iteration (one prompt each, the experts taking every rank's
+    tokens), so a request is stalled by its own rank's prefills only."""
+    return sw.layout.local_batch(sw.concurrency) if sw.layout is not None else sw.concurrency
+
+
 def forecast_serve(sw: ServeWorkload, gpu: GpuSpec | str, predict: FamilyPredictor | None = None,
                    comm: CommModel = DEFAULT_COMM, usable_fraction: float = SERVE_USABLE_FRACTION,
                    reserve_gib: float = SERVE_RESERVE_GIB) \
@@ -340,10 +347,11 @@ def forecast_serve(sw: ServeWorkload, gpu: GpuSpec | str, predict: FamilyPredict
     """Forecast TTFT, TPOT, throughput and memory of ``sw`` on ``gpu`` (see the module docstring)."""
     gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
     check_gpu_dtype(gpu, sw.dtype)
-    prefill_ms, breakdown = _step_ms(sw, gpu, predict, comm, 1, sw.isl, 0)
+    dp = sw.layout.dp if sw.layout is not None else 1
+    prefill_ms, breakdown = _step_ms(sw, gpu, predict, comm, dp, sw.isl, 0)  # one prompt on each attention-dp rank
     steps = [_step_ms(sw, gpu, predict, comm, sw.concurrency, 1, n)[0] for n in decode_lengths(sw.isl, sw.osl)]
     decode_ms = float(np.dot(SIMPSON, steps))
-    ttft, tpot = harness(prefill_ms, decode_ms, sw.concurrency, sw.osl)
+    ttft, tpot = harness(prefill_ms, decode_ms, dp_concurrency(sw), sw.osl)
     memory = serve_memory(sw, gpu, usable_fraction, reserve_gib)
     return ServeForecast(sw.model.key, gpu.key, sw.dtype, sw.tp, sw.isl, sw.osl, sw.concurrency, prefill_ms,
                          decode_ms, float(ttft), float(tpot), memory, memory.max_concurrency(sw.isl + sw.osl),
