@@ -86,6 +86,15 @@ def test_rows_spell_layouts():
         Layout(2)
 
 
+def test_nullable_integer_rows_read_missing_sizes_as_unset():
+    import pandas as pd
+
+    row = pd.DataFrame([_row(attention_dp_size=None, moe_tp_size=1.0, moe_ep_size=8.0)]).astype(
+        {c: "Int64" for c in ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size", "pp_size")}).iloc[0]
+    assert row["attention_dp_size"] is pd.NA
+    assert layout_from_row(row, get_model("deepseek_r1")) == Layout(8, 1, 8)
+
+
 def test_wide_rows_read_as_attention_dp_and_wide_ep():
     m = get_model("deepseek_r1")
     assert layout_from_row(_row(tp_size=72.0, moe_tp_size=72.0), m) == Layout(1, 72, 72, 288)

@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from tilecast.specs.model import ModelSpec
 from tilecast.specs.workload import WorkloadError
 
@@ -162,8 +164,8 @@ def wide_ep(gpus: int, model: ModelSpec) -> Layout:
 def _size(row: Mapping[str, Any], column: str) -> int | None:
     """A layout column of a serving row: None where absent, empty, NaN or 0 (the data's "not set")."""
     value = row.get(column)
-    if value is None or value == "":
-        return None
+    if value is None or value is pd.NA or (isinstance(value, str) and not value.strip()):
+        return None  # pd.NA: a nullable integer column (the shipped serving table's)
     try:
         number = float(value)
     except (TypeError, ValueError):
