@@ -50,6 +50,11 @@ DENSE_FAMILIES = ("llama",)
 #: NVIDIA's AIConfigurator with each GPU's own measured tables on these rows (the issue's reference), MAPE %
 REFERENCE = "TPOT 25-41%, TTFT 50-64%"
 CONCURRENCY_BANDS = (0, 4, 16, 64, 256, 1024, np.inf)
+#: the per-row table written beside moe.md
+CSV_COLUMNS = ("id", "model_path", "system", "backend", "precision", "isl", "osl", "batch_size", "tp_size",
+               "attention_dp_size", "moe_tp_size", "moe_ep_size", "layout", "silicon_ttft_ms", "silicon_tpot_ms",
+               "prefill_ms", "decode_step_ms", "pred_ttft_ms", "pred_tpot_ms", "fits", "error", "ape_ttft_pct",
+               "ape_tpot_pct")
 
 
 def moe_agg_rows() -> pd.DataFrame:
@@ -219,7 +224,7 @@ def main() -> None:
     t["shape"] = t["isl"].astype(int).astype(str) + " / " + t["osl"].astype(int).astype(str)
     t["layout_spelled"] = layout_spelled(t)
     write(section(t, args.quick, time.perf_counter() - t0))
-    t.to_csv(OUT.with_name("moe_serving.csv"), index=False)
+    t[[c for c in CSV_COLUMNS if c in t]].to_csv(OUT.with_name("moe_serving.csv"), index=False)
     print(f"wrote {OUT}")
 
 
