@@ -11,8 +11,8 @@
   defaults, spec sheet only) fitted without that GPU's kernel rows, and with the DeepEP closed form
   (:func:`tilecast.forecast.a2a.fit_a2a`) refitted without its DeepEP rows. Nothing is fitted on serving rows, so
   there is no leave-one-model-out fit to report.
-- The forecasts are :func:`tilecast.forecast.serve.forecast_serve`'s, computed in one batch per GPU (every row's
-  graphs stacked, one kernel prediction per family); a sample of rows is checked against ``forecast_serve``.
+- The forecasts are ``jobs/evaluate.py serving=``'s (:func:`tilecast.evaluation.serving.evaluate_serving`: each row
+  as its engine runs it, step costs under the benchmark client's steady state), one call per left-out GPU.
 """
 
 from __future__ import annotations
@@ -28,15 +28,9 @@ import pandas as pd
 
 from tilecast.data import load_aiconfigurator
 from tilecast.errors import UserError
-from tilecast.evaluation.serving import serve_row_workload
+from tilecast.evaluation.serving import evaluate_serving, serve_row_workload
 from tilecast.evaluation.tables import markdown
 from tilecast.forecast import a2a
-from tilecast.forecast import serve as S
-from tilecast.forecast.ops import op_latency_ms
-from tilecast.forecast.summary import summarise_many
-from tilecast.forecast.workload import check_gpu_dtype, graph_frame, stack_frames
-from tilecast.graph.parallel import build_parallel_graph
-from tilecast.metrics import ape_pct
 from tilecast.predictors import fit_predictor
 from tilecast.predictors.rows import tensor_rows
 from tilecast.registry.forecaster import as_family_predictor
@@ -53,8 +47,7 @@ CONCURRENCY_BANDS = (0, 4, 16, 64, 256, 1024, np.inf)
 #: the per-row table written beside moe.md
 CSV_COLUMNS = ("id", "model_path", "system", "backend", "precision", "isl", "osl", "batch_size", "tp_size",
                "attention_dp_size", "moe_tp_size", "moe_ep_size", "layout", "silicon_ttft_ms", "silicon_tpot_ms",
-               "prefill_ms", "decode_step_ms", "pred_ttft_ms", "pred_tpot_ms", "fits", "error", "ape_ttft_pct",
-               "ape_tpot_pct")
+               "pred_ttft_ms", "pred_tpot_ms", "fits", "engine", "error", "note", "ape_ttft_pct", "ape_tpot_pct")
 
 
 def moe_agg_rows() -> pd.DataFrame:
@@ -82,40 +75,6 @@ def a2a_constants(constants: dict) -> None:
         a2a.A2A_CONSTANTS.update(saved)
 
 
-def _graphs(sw: S.ServeWorkload) -> list[pd.DataFrame]:
-    """The prefill graph and the three decode graphs :func:`forecast_serve` prices."""
-    dp = sw.layout.dp if sw.layout is not None else 1
-    shapes = [(dp, sw.isl, 0)] + [(sw.concurrency, 1, n) for n in S.decode_lengths(sw.isl, sw.osl)]
-    return [graph_frame(build_parallel_graph(sw.model, b, s, "inference", sw.parallel, dtype=sw.dtype, kv_len=kv,
-                                             serving=True)) for b, s, kv in shapes]
-
-
-def forecast_batch(rows: pd.DataFrame, gpu_key: str, predict) -> pd.DataFrame:
-    """``forecast_serve`` of each row of one GPU (one batch): prefill, decode step, TTFT, TPOT, fits, error."""
-    gpu = get_gpu(gpu_key)
-    frames, workloads, out = {}, {}, {}
-    for i, row in rows.iterrows():
-        try:
-            sw, _ = serve_row_workload(row)
-            check_gpu_dtype(gpu, sw.dtype)
-        except (SpecError, UnknownSpecError, UserError, ValueError, KeyError) as exc:
-            out[i] = {"error": str(exc.args[0] if isinstance(exc, KeyError) else exc).split("; all known:")[0]}
-            continue
-        workloads[i] = sw
-        frames.update({(i, j): f for j, f in enumerate(_graphs(sw))})
-    if frames:
-        big = stack_frames(frames)
-        e2e = summarise_many(big, op_latency_ms(big, gpu, predict))["e2e_ms"]
-        for i, sw in workloads.items():
-            prefill = float(e2e.loc[[(i, 0)]].iloc[0])
-            decode = float(np.dot(S.SIMPSON, [float(e2e.loc[[(i, j)]].iloc[0]) for j in (1, 2, 3)]))
-            ttft, tpot = S.harness(prefill, decode, S.dp_concurrency(sw), sw.osl)
-            out[i] = {"prefill_ms": prefill, "decode_step_ms": decode, "pred_ttft_ms": float(ttft),
-                      "pred_tpot_ms": float(tpot), "fits": S.serve_memory(sw, gpu).fits, "layout": sw.layout.tag,
-                      "error": ""}
-    return pd.DataFrame.from_dict(out, orient="index").reindex(rows.index)
-
-
 def fit_without(gpu_key: str, quick: bool) -> tuple:
     """Every precision family's predictor and the DeepEP constants, fitted without ``gpu_key``'s rows."""
     device = get_gpu(gpu_key).device_name
@@ -130,6 +89,15 @@ def fit_without(gpu_key: str, quick: bool) -> tuple:
     deepep = a2a.deepep_measured_rows()
     constants = a2a.fit_a2a(deepep.loc[deepep["Device"].astype(str) != device].reset_index(drop=True))
     return as_family_predictor(predictors), constants
+
+
+def forecast_layout(row: pd.Series) -> str:
+    """The layout a row is forecast on (its tag), or "-" where the row is refused."""
+    try:
+        sw = serve_row_workload(row)[0]
+    except (SpecError, UnknownSpecError, UserError, ValueError, KeyError):
+        return "-"
+    return sw.layout.tag if sw.layout is not None else f"tp{sw.tp}"
 
 
 def band(c: pd.Series) -> pd.Series:
@@ -150,19 +118,9 @@ def by(t: pd.DataFrame, col: str) -> pd.DataFrame:
     parts = [(str(k), g) for k, g in ok.groupby(col)] + [("all", ok)]
     return pd.DataFrame([{col: k, "rows": len(g), "TPOT MAPE %": g["ape_tpot_pct"].mean(),
                           "TPOT median %": g["ape_tpot_pct"].median(),
-                          "decode step alone MAPE %": g["ape_step_pct"].mean(),
                           "TTFT MAPE %": g["ape_ttft_pct"].mean(), "TTFT median %": g["ape_ttft_pct"].median(),
                           "median TPOT forecast / measured": float(np.median(g["pred_tpot_ms"] / g["silicon_tpot_ms"]))}
                          for k, g in parts])
-
-
-def check_against_forecast_serve(t: pd.DataFrame, gpu_key: str, predict, n: int = 3) -> None:
-    ok = t.loc[(t["system"] == gpu_key) & (t["error"] == "")]
-    for _, row in ok.sample(min(n, len(ok)), random_state=0).iterrows():
-        sw, _ = serve_row_workload(row)
-        fc = S.forecast_serve(sw, gpu_key, predict)
-        assert np.isclose(fc.tpot_ms, row["pred_tpot_ms"], rtol=1e-9) and np.isclose(fc.ttft_ms, row["pred_ttft_ms"],
-                                                                                      rtol=1e-9), row.to_dict()
 
 
 def section(t: pd.DataFrame, quick: bool, seconds: float) -> list[str]:
@@ -173,9 +131,9 @@ def section(t: pd.DataFrame, quick: bool, seconds: float) -> list[str]:
              "aggregated (`mode=agg`) row of the public `serving.csv` whose model is a mixture of experts. Each GPU's "
              "rows are forecast with the kernel predictors (xgboost, registry defaults, spec sheet only) and the "
              "DeepEP constants fitted without that GPU (leave one GPU out); nothing is fitted on serving rows, so "
-             "there is no leave-one-model-out figure. Harness: `tilecast.forecast.serve` (docs/method.md §16: TPOT = "
-             "decode step + the prefill stalls of the request's own attention-dp rank; TTFT = prefill + half a step + "
-             "an M/D/1 wait). `decode step alone` is the decode iteration without the prefill stalls.", "",
+             "there is no leave-one-model-out figure (the engines' kernel factors, all-reduce and host costs are "
+             "main's, docs/method.md §20 and §23). Harness: `jobs/evaluate.py serving=` (each row as its engine "
+             "runs it: step costs under the benchmark client's steady state, docs/method.md §23).", "",
              f"**{int(ok.sum())} of {len(t)} rows answered ({100 * ok.mean():.1f}%)**; TPOT MAPE "
              f"**{t.loc[ok, 'ape_tpot_pct'].mean():.1f}%**, TTFT MAPE **{t.loc[ok, 'ape_ttft_pct'].mean():.1f}%** "
              f"(targets: >= 90% answered, TPOT <= 15%, TTFT <= 25%; NVIDIA's AIConfigurator with each GPU's own "
@@ -209,16 +167,11 @@ def main() -> None:
         predict, constants = fit_without(gpu_key, args.quick)
         own = rows.loc[rows["system"].astype(str) == gpu_key]
         with a2a_constants(constants):
-            got = own.join(forecast_batch(own, gpu_key, predict))
-            check_against_forecast_serve(got, gpu_key, predict)
-        parts.append(got)
+            got = evaluate_serving(own, predict)
+        parts.append(got.assign(layout=[forecast_layout(r) for _, r in own.iterrows()]))
         print(f"{gpu_key}: {len(own)} rows, {time.perf_counter() - t0:.0f} s", flush=True)
     t = pd.concat(parts).sort_index()
     t["error"] = t["error"].fillna("").astype(str)
-    for pred, measured, name in (("pred_tpot_ms", "silicon_tpot_ms", "ape_tpot_pct"),
-                                 ("pred_ttft_ms", "silicon_ttft_ms", "ape_ttft_pct"),
-                                 ("decode_step_ms", "silicon_tpot_ms", "ape_step_pct")):
-        t[name] = ape_pct(t[pred].to_numpy(float), pd.to_numeric(t[measured], errors="coerce").to_numpy(float))
     t["model"] = t["model_path"].astype(str).str.split("/").str[-1]
     t["concurrency band"] = band(pd.to_numeric(t["batch_size"]))
     t["shape"] = t["isl"].astype(int).astype(str) + " / " + t["osl"].astype(int).astype(str)
