@@ -81,12 +81,15 @@ def serve(cfg: DictConfig, model, gpu) -> dict:
     from tilecast.forecast.serve import ServeWorkload
     from tilecast.registry.forecaster import predict_serve
     from tilecast.scoring.pricing import load_pricing
+    from tilecast.serving.policy import policy_of
     from tilecast.specs.layout import parse_layout
 
     tp, isl, osl, concurrency, pp = (int_setting(cfg, k) for k in ("tp", "isl", "osl", "concurrency", "pp"))
     sw = ServeWorkload(model, _dtype(cfg, model), tp, isl, osl, concurrency, pp, parse_layout(cfg.get("layout")))
+    policy = policy_of(OmegaConf.to_container(cfg.engine, resolve=True))
     fc, record = predict_serve(sw, gpu, str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
-                               load_pricing(cfg.pricing), interval_level=cfg.get("interval_level"))
+                               load_pricing(cfg.pricing), interval_level=cfg.get("interval_level"),
+                               engine=policy.engine, engine_version=cfg.get("engine_version"), policy=policy)
     print(fc.describe())
     if record["usd_per_1m_output_tokens"] is None:
         print("  no cost: this configuration does not fit in memory")

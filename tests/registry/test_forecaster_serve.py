@@ -34,8 +34,8 @@ from tilecast.registry.forecaster import (
     register_forecaster,
 )
 from tilecast.registry.tracking import ENV_VAR, configure
-from tilecast.registry.training import TrainSpec, train
 from tilecast.tiles.ops import FAMILIES
+from tilecast.training.train import TrainSpec, train
 
 GOOD = {"model": "gpt2_large", "gpu": "l4", "batch": 2, "seq_len": 256, "mode": "inference"}
 ROWS = [GOOD,

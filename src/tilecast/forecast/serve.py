@@ -1,27 +1,19 @@
-"""LLM serving forecasts: prefill and decode with a KV cache under a fixed-concurrency harness.
+"""LLM serving forecasts: a serving engine's steps under the fixed-concurrency benchmark client.
 
-A :class:`ServeWorkload` is ``model, gpu, dtype (bf16 | fp8), tp, isl, osl, concurrency``: ``concurrency``
-requests are always in flight, each of ``isl`` prompt tokens and ``osl`` output tokens, and a finished
-request is replaced at once (the harness of AIConfigurator's ``serving.csv``). Per tensor-parallel rank:
+A :class:`ServeWorkload` is ``model, dtype, tp, isl, osl, concurrency``: the benchmark keeps ``concurrency``
+requests in flight, each of ``isl`` prompt tokens and ``osl`` output tokens, and replaces a finished request at
+once (the client of AIConfigurator's ``serving.csv``). A forecast names the engine it is for (``vllm`` by default,
+``sglang``, ``trtllm``; :mod:`tilecast.serving.engines`) and runs it as that engine schedules
+(docs/method.md, "Serving as engines run it"):
 
-- **prefill** ``P``: one forward over ``isl`` tokens of one request, causal fused attention, logits of the
-  last token only;
-- **decode step** ``D(L)``: the linears at ``M = concurrency``, decode attention of ``concurrency`` new
-  tokens over a KV cache of ``L`` tokens, the LM head; ``D`` is averaged over the output (``L`` from
-  ``isl`` to ``isl + osl``) by Simpson's rule on three lengths (exact while a step is quadratic in ``L``);
-- all-reduces of the Megatron split are costed from the GPU's link (:mod:`tilecast.forecast.comm`).
+- :mod:`tilecast.serving.step`: the time of one engine step of ``d`` decodes and ``p`` prefill tokens, from the
+  kernel forecasts of the model's graphs on a small grid (GEMMs at ``M = d + p``, prefill and decode attention, the
+  engine's own all-reduce), plus the engine's host time (:mod:`tilecast.serving.policy`);
+- :mod:`tilecast.serving.steady`: TTFT and TPOT of the benchmark (first wave, steady state, prefills mixed into
+  decode steps as the engine's policy does), checked against the step-by-step simulation of
+  :mod:`tilecast.serving.simulate`.
 
-The harness (docs/method.md §16): one engine runs decode iterations of the whole batch, and the
-prefill of each replacement request runs between two iterations. During one request's ``osl`` steps the
-other ``concurrency - 1`` requests are each replaced once, so
-
-- ``TPOT = D + (concurrency - 1) P / osl`` (the prefills stall every running request);
-- ``TTFT = P + D / 2 + W``: the request's own prefill, the rest of the iteration in flight, and ``W`` the
-  wait behind other prefills (M/D/1: prefills arrive at ``concurrency / request time``, each takes ``P``).
-
-Left out (each documented with its cost in ``benchmarks/serving.md``): chunked prefill (prefill mixed
-into decode iterations), scheduler and sampling overheads on the host, CUDA-graph capture of decode
-(launch gaps are not in the kernel predictors' times), prefix caching, speculative decoding.
+Left out: prefix caching, speculative decoding, pipeline parallelism.
 
 Memory per GPU: weights / tp, the KV cache ``2 x layers x KV heads x head dim x bytes`` per token
 (GQA-aware; KV heads replicated when fewer than the ranks) for ``concurrency x (isl + osl)`` tokens, and
@@ -42,15 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from tilecast.forecast.comm import DEFAULT_COMM, CommModel
 from tilecast.forecast.kernels import FamilyPredictor
-from tilecast.forecast.ops import op_latency_ms
-from tilecast.forecast.summary import summarise
-from tilecast.forecast.workload import check_gpu_dtype, graph_frame
+from tilecast.forecast.workload import check_gpu_dtype
 from tilecast.graph import kv_cache
 from tilecast.graph.layout_graph import LAYOUT_FAMILIES
 from tilecast.graph.memory import memory_footprint
-from tilecast.graph.parallel import build_parallel_graph
+from tilecast.serving.engines import resolve_version
+from tilecast.serving.policy import EnginePolicy, engine_policy
+from tilecast.serving.steady import steady_state
+from tilecast.serving.step import step_costs
 from tilecast.specs import GpuSpec, ModelSpec, Workload, WorkloadError, get_gpu, get_model
 from tilecast.specs.layout import Layout
 from tilecast.specs.model import check_checkpoint_dtype
@@ -65,6 +57,8 @@ GIB = float(2**30)
 #: leaves aside besides (CUDA context, NCCL buffers, allocator slack)
 SERVE_USABLE_FRACTION = 0.9
 SERVE_RESERVE_GIB = 1.0
+#: the engine a forecast is for when none is named
+DEFAULT_ENGINE = "vllm"
 
 
 @dataclass(frozen=True)
@@ -180,6 +174,7 @@ class ServeForecast:
     breakdown_ms: dict[str, float] = field(default_factory=dict)
     n_gpus: int = 0  # GPUs of the instance (0: tp)
     layout: str | None = None  # the layout's tag (mixture-of-experts models)
+    engine: str = "vllm"  # the serving engine the forecast is for
 
     @property
     def request_latency_ms(self) -> float:
@@ -196,7 +191,8 @@ class ServeForecast:
 
     def to_dict(self) -> dict[str, Any]:
         mem = self.memory
-        return {"mode": "serve", "model": self.model, "gpu": self.gpu, "dtype": self.dtype, "tp": self.tp,
+        return {"mode": "serve", "engine": self.engine, "model": self.model, "gpu": self.gpu, "dtype": self.dtype,
+                "tp": self.tp,
                 "n_gpus": self.n_gpus or self.tp, "layout": self.layout,
                 "isl": self.isl, "osl": self.osl, "concurrency": self.concurrency, "ttft_ms": self.ttft_ms,
                 "tpot_ms": self.tpot_ms, "request_latency_ms": self.request_latency_ms,
@@ -214,11 +210,12 @@ class ServeForecast:
         fit = "fits" if mem.fits else "DOES NOT FIT"
         return "\n".join([
             f"{self.model} on {self.gpu} x{self.n_gpus or self.tp}"
-            + (f" ({self.layout})" if self.layout else "") + f": serve {self.dtype} isl={self.isl} osl={self.osl} "
+            + (f" ({self.layout})" if self.layout else "") + f": serve {self.dtype} on {self.engine} isl={self.isl} "
+            f"osl={self.osl} "
             f"concurrency={self.concurrency}",
             f"  TTFT {self.ttft_ms:10.2f} ms   TPOT {self.tpot_ms:8.3f} ms   "
             f"request {self.request_latency_ms / 1e3:8.2f} s",
-            f"  prefill {self.prefill_ms:8.2f} ms   decode step {self.decode_step_ms:8.3f} ms",
+            f"  prefill step {self.prefill_ms:8.2f} ms   decode step {self.decode_step_ms:8.3f} ms",
             (f"  {self.tokens_per_s_per_gpu:10.1f} output tokens/s per GPU   {self.tokens_per_s_per_user:8.1f} per user"
              if mem.fits else "  no throughput: this configuration does not fit in memory (below)"),
             f"  memory per GPU {mem.total_bytes / GIB:8.2f} GiB of {mem.capacity_bytes / GIB:.2f} ({fit}): weights "
@@ -288,31 +285,24 @@ def fitting_concurrency(capacity: Any, weights: Any, workspace: Any, per_token: 
     return np.maximum(0, np.floor_divide(free, per_token * np.asarray(tokens_per_request))).astype(np.int64)
 
 
+#: quantised serving stores the KV cache in fp8: the ModelOpt FP8 / NVFP4 recipes the engines load say
+#: ``kv_cache_quant_algo: FP8`` (AIConfigurator's ``model_configs/*_hf_quant_config.json``), halving a token's bytes
+KV_CACHE_SCALE = {"fp8": 0.5, "fp4": 0.5}
+
+
+def kv_capacity_tokens(memory: ServeMemory, dtype: str | None = None) -> float:
+    """Tokens the engine's KV cache holds beside the weights and workspace (per GPU, so per replica), the cache in
+    fp8 for an fp8 / fp4 workload (:data:`KV_CACHE_SCALE`)."""
+    per_token = memory.kv_bytes_per_token * KV_CACHE_SCALE.get(str(dtype), 1.0)
+    return max(0.0, memory.capacity_bytes - memory.weights_bytes - memory.workspace_bytes) / per_token
+
+
 def serve_memory(sw: ServeWorkload, gpu: GpuSpec, usable_fraction: float = SERVE_USABLE_FRACTION,
                    reserve_gib: float = SERVE_RESERVE_GIB) \
         -> ServeMemory:
     """Per-GPU memory of a serve workload against :func:`capacity_bytes`."""
     terms = serve_memory_terms(sw.model, sw.dtype, sw.isl, sw.tp, sw.osl, sw.concurrency, sw.layout)
     return ServeMemory(*(float(t) for t in terms), capacity_bytes(gpu, usable_fraction, reserve_gib))
-
-
-#: Simpson's rule on the decode lengths of :func:`decode_lengths`
-SIMPSON = (1.0 / 6.0, 4.0 / 6.0, 1.0 / 6.0)
-
-
-def decode_lengths(isl: Any, osl: Any) -> tuple[Any, Any, Any]:
-    """The KV lengths a request's decode steps are averaged over: first, middle and last output token."""
-    return isl, isl + osl // 2, isl + osl - 1
-
-
-def harness(prefill_ms: Any, decode_ms: Any, concurrency: Any, osl: Any) -> tuple[Any, Any]:
-    """(TTFT, TPOT) under the fixed-concurrency harness (module docstring); arrays or scalars."""
-    c = np.asarray(concurrency, dtype=float)
-    tpot = decode_ms + (c - 1.0) * prefill_ms / osl
-    request_ms = prefill_ms + osl * tpot
-    rho = np.minimum(c * prefill_ms / request_ms, 0.95)  # engine share spent in prefills
-    wait = rho * prefill_ms / (2.0 * (1.0 - rho))
-    return prefill_ms + decode_ms / 2.0 + wait, tpot
 
 
 def request_latency_ms(ttft_ms: Any, tpot_ms: Any, osl: Any) -> Any:
@@ -325,26 +315,24 @@ def tokens_per_s_per_gpu(ttft_ms: Any, tpot_ms: Any, concurrency: Any, osl: Any,
     return np.asarray(concurrency) * osl / (request_latency_ms(ttft_ms, tpot_ms, osl) / 1e3) / tp
 
 
-def _step_ms(sw: ServeWorkload, gpu: GpuSpec, predict: FamilyPredictor | None, comm: CommModel, batch: int,
-             seq_len: int, kv_len: int) -> tuple[float, dict[str, float]]:
-    frame = graph_frame(build_parallel_graph(sw.model, batch, seq_len, "inference", sw.parallel, dtype=sw.dtype,
-                                             kv_len=kv_len, serving=True))
-    summary = summarise(frame, op_latency_ms(frame, gpu, predict, comm=comm))
-    return float(summary["e2e_ms"]), {k[3:]: float(v) for k, v in summary.items() if k.startswith("ms_") and v}
-
-
 def forecast_serve(sw: ServeWorkload, gpu: GpuSpec | str, predict: FamilyPredictor | None = None,
-                   comm: CommModel = DEFAULT_COMM, usable_fraction: float = SERVE_USABLE_FRACTION,
-                   reserve_gib: float = SERVE_RESERVE_GIB) \
-        -> ServeForecast:
-    """Forecast TTFT, TPOT, throughput and memory of ``sw`` on ``gpu`` (see the module docstring)."""
+                   engine: str = DEFAULT_ENGINE, version: str | None = None, policy: EnginePolicy | None = None,
+                   usable_fraction: float | None = None, reserve_gib: float = SERVE_RESERVE_GIB) -> ServeForecast:
+    """Forecast TTFT, TPOT, throughput and memory of ``sw`` on ``gpu`` served by ``engine`` (release ``version``;
+    ``policy`` replaces its default :class:`~tilecast.serving.policy.EnginePolicy`): the step costs of the model's
+    graphs (:func:`tilecast.serving.step.step_costs`) under the benchmark client's steady state
+    (:func:`tilecast.serving.steady.steady_state`; see the module docstring)."""
     gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
     check_gpu_dtype(gpu, sw.dtype)
-    prefill_ms, breakdown = _step_ms(sw, gpu, predict, comm, 1, sw.isl, 0)
-    steps = [_step_ms(sw, gpu, predict, comm, sw.concurrency, 1, n)[0] for n in decode_lengths(sw.isl, sw.osl)]
-    decode_ms = float(np.dot(SIMPSON, steps))
-    ttft, tpot = harness(prefill_ms, decode_ms, sw.concurrency, sw.osl)
-    memory = serve_memory(sw, gpu, usable_fraction, reserve_gib)
-    return ServeForecast(sw.model.key, gpu.key, sw.dtype, sw.tp, sw.isl, sw.osl, sw.concurrency, prefill_ms,
-                         decode_ms, float(ttft), float(tpot), memory, memory.max_concurrency(sw.isl + sw.osl),
-                         breakdown, sw.n_gpus, sw.layout.tag if sw.layout is not None else None)
+    resolve_version(engine, version)
+    policy = policy or engine_policy(engine)
+    cost = step_costs(sw.model, sw.dtype, sw.parallel, [gpu], predict, policy, version)[gpu.key]
+    frac = policy.kv_memory_fraction if usable_fraction is None else usable_fraction
+    memory = serve_memory(sw, gpu, frac, reserve_gib)
+    st = steady_state(cost, sw.isl, sw.osl, sw.concurrency, kv_tokens=kv_capacity_tokens(memory, sw.dtype))
+    return ServeForecast(sw.model.key, gpu.key, sw.dtype, sw.tp, sw.isl, sw.osl, sw.concurrency,
+                         float(st["prefill_step_ms"]), float(st["decode_step_ms"]), float(st["ttft_ms"]),
+                         float(st["tpot_ms"]), memory, memory.max_concurrency(sw.isl + sw.osl),
+                         cost.breakdown_ms(sw.isl),
+                         sw.n_gpus,
+                         sw.layout.tag if sw.layout is not None else None, policy.engine)
