@@ -52,7 +52,6 @@ from tilecast.forecast import (
     forecast,
     forecast_frame,
     op_latency_ms,
-    roofline_predictor,
     stack_frames,
     summarise_many,
     workload_frame,
@@ -61,8 +60,8 @@ from tilecast.forecast.intervals import DEFAULT_LEVEL, IntervalTable, check_leve
 from tilecast.forecast.workload import check_gpu_dtype
 from tilecast.graph.parallel import parse_parallel
 from tilecast.predictors import PREDICTORS, KernelPredictor
+from tilecast.predictors.sources import FORECASTERS
 from tilecast.registry.aliases import move_alias
-from tilecast.registry.kernel_forecast import family_predictor
 from tilecast.registry.models import (
     PREDICTOR_ARTIFACT,
     ModelIntegrityError,
@@ -87,8 +86,8 @@ INPUT_COLUMNS = ("model", "gpu", "batch", "seq_len", "mode")
 INTERVAL_COLUMNS = ("pred_lo_ms", "pred_hi_ms", "interval_note")
 OUTPUT_COLUMNS = ("model", "gpu", "batch", "seq_len", "mode", "parallel", "fused", *SUMMARY_KEYS,
                   *INTERVAL_COLUMNS, "error")
-#: forecaster name -> how to get a FamilyPredictor and the versions it uses
-SOURCES = ("registry", "roofline")
+#: the forecasters a request can name (one list: :data:`tilecast.predictors.sources.FORECASTERS`)
+SOURCES = FORECASTERS
 #: environment variable of the server's row cap per request, and its default
 MAX_ROWS_ENV, DEFAULT_MAX_ROWS = "TILECAST_SERVE_MAX_ROWS", 10_000
 
@@ -111,16 +110,14 @@ def as_family_predictor(predictors: Mapping[str, KernelPredictor]) -> FamilyPred
 
 def predictor_source(source: str = "registry", alias: str = "champion", calibrate: bool = True,
                      dtypes: Iterable[str] = ("fp32",)) -> tuple[FamilyPredictor, dict[str, str]]:
-    """``registry``: ``tilecast-<family>@<alias>`` of the families a workload of ``dtypes`` uses, and only those
-    (champion falls back to challenger; stored per-GPU calibrations applied when ``calibrate``); ``roofline``:
-    the spec-sheet roofline (no versions)."""
-    if source == "roofline":
-        return roofline_predictor, {}
-    if source == "registry":
-        from tilecast.scoring.predictors import families_for
+    """The predictors of the families a workload of ``dtypes`` uses, and only those
+    (:func:`tilecast.predictors.sources.resolve_predictors`: ``registry`` champion, falling back to challenger, with the
+    stored per-GPU calibrations when ``calibrate``; ``roofline``: the spec sheet, no versions)."""
+    from tilecast.predictors.sources import resolve_predictors
+    from tilecast.scoring.predictors import families_for
 
-        return family_predictor(alias, families_for(dtypes), calibrate=calibrate)
-    raise UserError(f"unknown forecaster {source!r}; known: {', '.join(SOURCES)}")
+    resolved = resolve_predictors(source, alias, families_for(dtypes), calibrate)
+    return resolved.predict, resolved.versions
 
 
 def _optional(value: Any, default: Any) -> Any:
