@@ -26,9 +26,11 @@ from tilecast.serving.engines import ENGINES, check_engine
 #: the layout columns of a serving candidate
 LAYOUT_COLUMNS = ("mode", "tp", "pp", "ep", "attention_dp", "prefill_tp", "prefill_workers", "decode_tp",
                   "decode_workers")
-#: the concurrency grid searched by default: requests in flight per replica (decode workers for disagg)
+#: a sparse concurrency grid (requests in flight per replica; decode workers for disagg): what a nightly serve
+#: table scores
 DEFAULT_CONCURRENCY = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
-#: ``concurrency: dense`` searches every integer from 1 to this (and never above an engine's ``max_num_seqs``)
+#: ``concurrency: dense`` (the default) searches every integer from 1 to this (and never above an engine's
+#: ``max_num_seqs``)
 DENSE_MAX_CONCURRENCY = 1024
 
 
@@ -43,7 +45,7 @@ class ServeSearch:
     disaggregated: bool = False  # also search disaggregated prefill / decode pools
     prefill_workers: tuple[int, ...] = (1, 2, 4)
     decode_workers: tuple[int, ...] = (1, 2, 4)
-    concurrency: tuple[int, ...] | str = DEFAULT_CONCURRENCY  # or "dense": every integer to max_concurrency
+    concurrency: tuple[int, ...] | str = "dense"  # or a list (e.g. DEFAULT_CONCURRENCY)
     max_concurrency: int = DENSE_MAX_CONCURRENCY
     engines: tuple[str, ...] = ENGINES  # serving engines searched (tilecast.serving.engines)
 

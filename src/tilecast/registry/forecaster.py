@@ -449,14 +449,17 @@ def predict_workload(model, gpu, batch: int, seq_len: int, mode: str, parallel: 
 
 
 def predict_serve(sw, gpu, source: str = "registry", alias: str = "champion", calibrate: bool = True,
-                  pricing: Any = None, interval_level: float | None = None) -> tuple[Any, dict[str, Any]]:
-    """Forecast one serve workload (:class:`tilecast.forecast.serve.ServeWorkload`): (``ServeForecast``, JSON
-    record with the cost per 1M output tokens when ``pricing`` prices the GPU, and TTFT / TPOT intervals)."""
-    from tilecast.forecast.serve import forecast_serve
+                  pricing: Any = None, interval_level: float | None = None, policy: Any = None
+                  ) -> tuple[Any, dict[str, Any]]:
+    """Forecast one serve workload (:class:`tilecast.forecast.serve.ServeWorkload`) served by the engine of
+    ``policy`` (an :class:`~tilecast.serving.policy.EnginePolicy`; default: the default engine's): (``ServeForecast``,
+    JSON record with the cost per 1M output tokens when ``pricing`` prices the GPU, and TTFT / TPOT intervals)."""
+    from tilecast.forecast.serve import DEFAULT_ENGINE, forecast_serve
 
     level = check_level(interval_level)
     predict, versions = predictor_source(source, alias, calibrate, dtypes=(sw.dtype,))
-    fc = forecast_serve(sw, gpu, predict)
+    fc = forecast_serve(sw, gpu, predict, engine=policy.engine if policy is not None else DEFAULT_ENGINE,
+                        policy=policy)
     record = {**fc.to_dict(), "forecaster": source, "alias": alias if source == "registry" else None,
               "versions": {f: str(v) for f, v in versions.items()}, "notes": list(getattr(predict, "notes", []))}
     record.update(record_interval(record, gpu, level))
