@@ -11,6 +11,7 @@ from tilecast.scoring.matrix import SERVE_KEYS, MatrixError, expand, expand_serv
 from tilecast.scoring.predictors import PredictorSource
 from tilecast.scoring.pricing import load_pricing
 from tilecast.scoring.schema import SERVE_COLUMNS, conform_serve
+from tilecast.scoring.serve import ROLES
 
 BASE = {"models": ["gpt2_large"], "gpus": ["l4"], "batch_sizes": [1], "seq_lens": [512], "modes": ["inference"]}
 SERVE = {"models": ["llama31_8b", "llama31_70b"], "gpus": ["h100_sxm_80gb", "a100_sxm4_80gb"],
@@ -78,14 +79,13 @@ def test_errors_stay_with_their_cells(scored):
     assert big[["tokens_per_s_per_gpu", "cost_per_1m_output_tokens_usd"]].isna().all().all()
 
 
-def test_decode_steps_are_shared_between_gpus_and_cells(scored):
+def test_step_cost_grids_are_shared_between_gpus_and_cells(scored):
     serve, out = scored
     valid = serve.loc[serve["tp"] != 3]
-    decode = valid[["model", "dtype", "tp", "concurrency"]].drop_duplicates()
-    # prefill per (model, dtype, tp, isl); decode per (model, dtype, tp, concurrency, KV length): no GPU in the
-    # key; the KV lengths are 1024, 1536, 2047 (isl 1024, osl 1024) and 8192, 8704, 9215 (isl 8192)
-    prefill = valid[["model", "dtype", "tp", "isl"]].drop_duplicates()
-    assert out.stats.graphs == 1 + len(prefill) + len(decode) * 6
+    # one step-cost grid per (model, dtype, tp): no GPU, isl, osl or concurrency in the key
+    configs = valid[["model", "dtype", "tp"]].drop_duplicates()
+    assert out.stats.graphs == 1 + len(configs) * len(ROLES)
+    assert (out.serve["engine"] == "vllm").all()
 
 
 @pytest.mark.parametrize("serve, message", [

@@ -285,6 +285,11 @@ def fitting_concurrency(capacity: Any, weights: Any, workspace: Any, per_token: 
     return np.maximum(0, np.floor_divide(free, per_token * np.asarray(tokens_per_request))).astype(np.int64)
 
 
+def kv_capacity_tokens(memory: ServeMemory) -> float:
+    """Tokens the KV cache holds beside the weights and workspace (per GPU, so per replica)."""
+    return max(0.0, memory.capacity_bytes - memory.weights_bytes - memory.workspace_bytes) / memory.kv_bytes_per_token
+
+
 def serve_memory(sw: ServeWorkload, gpu: GpuSpec, usable_fraction: float = SERVE_USABLE_FRACTION,
                    reserve_gib: float = SERVE_RESERVE_GIB) \
         -> ServeMemory:
@@ -315,9 +320,9 @@ def forecast_serve(sw: ServeWorkload, gpu: GpuSpec | str, predict: FamilyPredict
     resolve_version(engine, version)
     policy = policy or engine_policy(engine)
     cost = step_costs(sw.model, sw.dtype, sw.parallel, [gpu], predict, policy, version)[gpu.key]
-    st = steady_state(cost, sw.isl, sw.osl, sw.concurrency)
     frac = policy.kv_memory_fraction if usable_fraction is None else usable_fraction
     memory = serve_memory(sw, gpu, frac, reserve_gib)
+    st = steady_state(cost, sw.isl, sw.osl, sw.concurrency, kv_tokens=kv_capacity_tokens(memory))
     return ServeForecast(sw.model.key, gpu.key, sw.dtype, sw.tp, sw.isl, sw.osl, sw.concurrency,
                          float(st["prefill_step_ms"]), float(st["decode_step_ms"]), float(st["ttft_ms"]),
                          float(st["tpot_ms"]), memory, memory.max_concurrency(sw.isl + sw.osl), {}, sw.n_gpus,

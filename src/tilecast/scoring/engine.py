@@ -331,26 +331,28 @@ def with_intervals(out: pd.DataFrame, columns: dict[str, str], mode: str | None 
 
 
 def _graph_table(cells: pd.DataFrame, serve_cells: pd.DataFrame | None
-                 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None, dict[str, np.ndarray]]:
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None, tuple | None]:
     """The distinct graphs (``graph_id`` + :data:`BUILD_KEYS`) of the cells and of the valid serve cells; the
-    cells with their ``graph_id``; the serve cells with ``workload_error``; each serve cell's graph per role."""
+    cells with their ``graph_id``; the serve cells with ``workload_error``; each serve cell's configuration code
+    and each configuration's graph per role (:func:`tilecast.scoring.serve.component_keys`)."""
     plain = cells[list(GRAPH_KEYS)].drop_duplicates().assign(kv_len=0, serving=False)
     parts, roles = [plain], {}
     if serve_cells is not None:
         serve_cells = serve_cells.reset_index(drop=True)
         serve_cells["workload_error"] = serve.workload_errors(serve_cells)
         valid = serve_cells["workload_error"].isna()
-        roles = serve.component_keys(serve_cells.loc[valid])
+        codes, roles = serve.component_keys(serve_cells.loc[valid])
         parts += list(roles.values())
     graphs = pd.concat(parts, ignore_index=True).drop_duplicates().reset_index(drop=True)
     graphs.insert(0, "graph_id", np.arange(len(graphs), dtype=np.int64))
     keys = list(BUILD_KEYS)
     cells = cells.assign(kv_len=0, serving=False).merge(graphs, on=keys, how="left", validate="many_to_one")
-    ids = {}
-    for role, frame in roles.items():  # -1: an invalid workload, no graph
-        ids[role] = np.full(len(serve_cells), -1, dtype=np.int64)
-        ids[role][frame.index.to_numpy()] = frame.merge(graphs, on=keys, how="left",
-                                                        validate="many_to_one")["graph_id"].to_numpy()
+    ids = None
+    if serve_cells is not None:
+        cell_codes = np.full(len(serve_cells), -1, dtype=np.int64)  # -1: an invalid workload, no graphs
+        cell_codes[np.flatnonzero(valid.to_numpy())] = codes
+        ids = (cell_codes, {role: frame.merge(graphs, on=keys, how="left", validate="many_to_one")["graph_id"]
+                            .to_numpy() for role, frame in roles.items()})
     return graphs, cells.drop(columns=["kv_len", "serving"]), serve_cells, ids
 
 
@@ -449,8 +451,12 @@ def score_grid(cells: pd.DataFrame, client: Client, source: PredictorSource, pri
         log.warning(note)
     served = None
     if serve_cells is not None:
-        served = serve.assemble(serve_cells, serve_ids, summary[["graph_id", "gpu", "e2e_ms", "nan_ops"]],
-                                info[["graph_id", "graph_error"]], op_errors, serve_unsupported, pricing)
+        token = np.concatenate([g for r, g in serve_ids[1].items() if r.startswith("token")] or [np.zeros(0, int)])
+        decode = np.concatenate([g for r, g in serve_ids[1].items() if r.startswith("decode")] or [np.zeros(0, int)])
+        grid = serve.engine_summaries(dd.rows, dd.distinct, op_ms, ok_info, gpu_keys, token, decode) \
+            if len(ok_info) else summary
+        served = serve.assemble(serve_cells, serve_ids, grid, info[["graph_id", "graph_error"]], op_errors,
+                                serve_unsupported, pricing)
         served = with_intervals(served, {"ttft_ms": "ttft", "tpot_ms": "tpot"}, mode="serve")
         served["predictor"] = source.label
         served["versions"] = source.versions_json()

@@ -71,6 +71,7 @@ def read_scores(path) -> pd.DataFrame:
 SERVE_SCHEMA = pa.schema([
     ("model", pa.string()), ("gpu", pa.string()), ("dtype", pa.string()), ("tp", pa.int64()),
     ("isl", pa.int64()), ("osl", pa.int64()), ("concurrency", pa.int64()), ("n_gpus", pa.int64()),
+    ("engine", pa.string()),
     ("ttft_ms", pa.float64()), ("tpot_ms", pa.float64()),
     ("ttft_lo_ms", pa.float64()), ("ttft_hi_ms", pa.float64()), ("tpot_lo_ms", pa.float64()),
     ("tpot_hi_ms", pa.float64()), ("request_latency_ms", pa.float64()),

@@ -1,12 +1,14 @@
 """Serve cells (a matrix's ``serve`` section) -> the graphs they need -> TTFT, TPOT, throughput, memory, cost.
 
-A serve cell ``(model, gpu, dtype, tp, isl, osl, concurrency)`` needs four graphs, none of them depending
-on the GPU: the one-request prefill over ``isl`` tokens, and the decode step of ``concurrency`` requests at
-the three KV lengths of :func:`tilecast.forecast.serve.decode_lengths`. The engine builds the distinct
-graphs of every cell once (decode steps are shared by every GPU, osl and cell that needs them, and by the
-graph cache between runs), forecasts their distinct ops with the other cells' ops, and sums them per
-(graph, GPU); :func:`assemble` then applies the same harness, memory and throughput formulas as
-:func:`tilecast.forecast.serve.forecast_serve`, vectorised over cells (tests check the two agree).
+A serve cell ``(model, gpu, dtype, tp, isl, osl, concurrency)`` runs on an engine (``engine``: the default one,
+:data:`tilecast.forecast.serve.DEFAULT_ENGINE`) whose steps cost what :mod:`tilecast.serving.step`'s grid says: the
+grid's graphs depend on (model, dtype, tp) only, so the cells of one such configuration share them, and the engine
+builds each distinct graph once, forecasts their distinct ops with the other cells' ops and sums them per (graph,
+GPU), the all-reduces through the serving engine's own kernel (eager for the token graphs, CUDA-graph for the decode
+graphs: :func:`engine_summaries`). :func:`assemble` turns each (configuration, GPU)'s grid into a
+:class:`~tilecast.serving.step.StepCost` and runs :func:`tilecast.serving.steady.steady_state` vectorised over its
+cells, with the memory and throughput formulas of :func:`tilecast.forecast.serve.forecast_serve` (tests check the
+two agree).
 
 A cell whose workload is invalid (tp not dividing the heads), whose GPU lacks the dtype, or whose graphs
 or ops fail carries the error text; its numbers are then null. A cell that does not fit keeps its numbers
@@ -19,25 +21,28 @@ import numpy as np
 import pandas as pd
 
 from tilecast.forecast.serve import (
+    DEFAULT_ENGINE,
     SERVE_RESERVE_GIB,
-    SERVE_USABLE_FRACTION,
-    SIMPSON,
     ServeWorkload,
     capacity_bytes,
-    decode_lengths,
     fitting_concurrency,
-    harness,
     request_latency_ms,
     serve_memory_terms,
     tokens_per_s_per_gpu,
 )
+from tilecast.scoring.aggregate import summarise_cells
+from tilecast.serving.engine_allreduce import engine_comm
+from tilecast.serving.policy import engine_policy
+from tilecast.serving.steady import steady_state
+from tilecast.serving.step import config_fp8_gemms, costs_from_summaries, grid_keys
 from tilecast.scoring.matrix import BUILD_KEYS, NO_PARALLEL, SERVE_KEYS
 from tilecast.scoring.metrics import GIB, S_PER_HOUR
 from tilecast.scoring.pricing import Pricing
 from tilecast.specs import SpecError, get_gpu, get_model
 
-#: the graphs of a serve cell: the prefill, then the decode step at each of the three KV lengths
-ROLES = ("prefill", "decode_0", "decode_1", "decode_2")
+#: the grid's graphs, one role each (:func:`tilecast.serving.step.grid_keys`)
+GRID = grid_keys()
+ROLES = tuple(f"{r}_{i}" for i, r in zip(GRID.index, GRID["role"], strict=True))
 
 
 def workload_errors(cells: pd.DataFrame) -> pd.Series:
@@ -58,17 +63,41 @@ def workload_errors(cells: pd.DataFrame) -> pd.Series:
                      dtype=object)
 
 
-def component_keys(cells: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Per role, the :data:`BUILD_KEYS` of each cell's graph (index aligned with ``cells``)."""
-    parallel = np.where(cells["tp"].to_numpy() > 1, "tp" + cells["tp"].astype(str), NO_PARALLEL)
-    base = {"model": cells["model"].to_numpy(), "mode": "inference", "parallel": parallel, "fused": False,
-            "dtype": cells["dtype"].to_numpy(), "serving": True}
-    isl, osl = cells["isl"].to_numpy(dtype=np.int64), cells["osl"].to_numpy(dtype=np.int64)
-    out = {"prefill": pd.DataFrame({**base, "batch": 1, "seq_len": isl, "kv_len": 0}, index=cells.index)}
-    conc = cells["concurrency"].to_numpy(dtype=np.int64)
-    for i, kv in enumerate(decode_lengths(isl, osl)):
-        out[f"decode_{i}"] = pd.DataFrame({**base, "batch": conc, "seq_len": 1, "kv_len": kv}, index=cells.index)
-    return {role: frame[list(BUILD_KEYS)] for role, frame in out.items()}
+def component_keys(cells: pd.DataFrame) -> tuple[np.ndarray, dict[str, pd.DataFrame]]:
+    """Each cell's configuration code (its (model, dtype, tp)), and per role the :data:`BUILD_KEYS` of each
+    configuration's graph (index: the code)."""
+    keys = ["model", "dtype", "tp"]
+    codes = cells.groupby(keys, sort=False).ngroup().to_numpy()  # numbered in order of first appearance
+    conf = cells[keys].drop_duplicates().reset_index(drop=True)
+    parallel = np.where(conf["tp"].to_numpy() > 1, "tp" + conf["tp"].astype(str), NO_PARALLEL)
+    base = {"model": conf["model"].to_numpy(), "mode": "inference", "parallel": parallel, "fused": False,
+            "dtype": conf["dtype"].to_numpy(), "serving": True}
+    out = {role: pd.DataFrame({**base, "batch": g.batch, "seq_len": g.seq_len, "kv_len": g.kv_len},
+                              index=conf.index)[list(BUILD_KEYS)]
+           for role, g in zip(ROLES, GRID.itertuples(), strict=True)}
+    return codes, out
+
+
+def engine_summaries(rows: pd.DataFrame, distinct: pd.DataFrame, op_ms: np.ndarray, info: pd.DataFrame,
+                     gpu_keys: list[str], token_ids: np.ndarray, decode_ids: np.ndarray,
+                     engine: str = DEFAULT_ENGINE) -> pd.DataFrame:
+    """Summaries (as :func:`tilecast.scoring.aggregate.summarise_cells`) of the grid graphs with their all-reduces
+    through ``engine``'s own kernel: eager in the token graphs, CUDA-graph in the decode graphs."""
+    ar = np.flatnonzero(distinct["kind"].to_numpy(dtype=object) == "allreduce")
+    nbytes = distinct["bytes"].to_numpy(dtype=float)[ar]
+    group = distinct["degree"].to_numpy(dtype=float)[ar]
+    parts = []
+    for mode, ids in (("eager", token_ids), ("graph", decode_ids)):
+        ids = np.unique(ids[ids >= 0])
+        sub_info = info.loc[info["graph_id"].isin(ids)]
+        if sub_info.empty:
+            continue
+        ms = op_ms.copy()
+        comm = engine_comm(engine, None, mode)
+        for j, g in enumerate(gpu_keys):
+            ms[ar, j] = np.where(np.isnan(op_ms[ar, j]), np.nan, comm.allreduce_ms(nbytes, get_gpu(g), group))
+        parts.append(summarise_cells(rows.loc[rows["graph_id"].isin(ids)], ms, sub_info, gpu_keys))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["graph_id", "gpu", "e2e_ms"])
 
 
 def _first_error(*columns: pd.Series) -> pd.Series:
@@ -94,50 +123,72 @@ def _memory(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts).reindex(cells.index)
 
 
-def assemble(cells: pd.DataFrame, graph_ids: dict[str, np.ndarray], summary: pd.DataFrame,
+def assemble(cells: pd.DataFrame, graph_ids: tuple[np.ndarray, dict[str, np.ndarray]], summary: pd.DataFrame,
              info: pd.DataFrame, forecast_errors: pd.DataFrame, unsupported: dict[tuple[str, str], str],
              pricing: Pricing) -> pd.DataFrame:
     """The serve table's numbers per cell (columns of :data:`tilecast.scoring.schema.SERVE_SCHEMA` except
-    provenance). ``graph_ids[role]``: each cell's graph (-1 for an invalid workload); ``summary``:
-    ``graph_id, gpu, e2e_ms, nan_ops`` per (graph, GPU); ``info``: ``graph_id, graph_error``;
+    provenance). ``graph_ids``: each cell's configuration code (-1 for an invalid workload) and per role each
+    configuration's graph; ``summary``: :func:`engine_summaries`; ``info``: ``graph_id, graph_error``;
     ``forecast_errors``: ``graph_id, gpu, forecast_error``; ``cells``: :data:`SERVE_KEYS`, ``n_gpus`` and
     ``workload_error``."""
     out = cells.reset_index(drop=True).copy()
+    codes, ids = graph_ids
     lookup = summary.set_index(["graph_id", "gpu"])
     gerr = info.set_index("graph_id")["graph_error"]
     ferr = forecast_errors.set_index(["graph_id", "gpu"])["forecast_error"]
-    ms, errors = {}, [out["workload_error"]]
+    errors = [out["workload_error"]]
     pair = pd.Series(list(zip(out["gpu"], out["dtype"], strict=True)), index=out.index, dtype=object)
     errors.append(pair.map(unsupported) if unsupported else pd.Series(None, index=out.index, dtype=object))
-    for role in ROLES:
-        key = pd.MultiIndex.from_arrays([graph_ids[role], out["gpu"].to_numpy()])
-        hit = lookup.reindex(key)
-        e2e = hit["e2e_ms"].to_numpy(dtype=float)
-        nan_ops = hit["nan_ops"].fillna(0).to_numpy() > 0
-        ms[role] = np.where(nan_ops, np.nan, e2e)
-        errors.append(pd.Series(gerr.reindex(graph_ids[role]).to_numpy(), index=out.index, dtype=object))
-        errors.append(pd.Series(np.where(nan_ops, ferr.reindex(key).to_numpy(), None), index=out.index,
-                                dtype=object))
-    prefill = ms["prefill"]
-    decode = sum(w * ms[f"decode_{i}"] for i, w in enumerate(SIMPSON))
+    policy = engine_policy(DEFAULT_ENGINE)
+    n = len(out)
+    res = {k: np.full(n, np.nan) for k in ("ttft_ms", "tpot_ms", "prefill_ms", "decode_step_ms", "kv_tokens")}
+    grid_error = np.full(n, None, dtype=object)
+    token_roles = [r for r in ROLES if r.startswith("token")]
+    decode_roles = [r for r in ROLES if r.startswith("decode")]
+    mem = _memory(out)
+    cap = out["gpu"].map({g: capacity_bytes(get_gpu(g), policy.kv_memory_fraction, SERVE_RESERVE_GIB)
+                          for g in pd.unique(out["gpu"])}).to_numpy(dtype=float)
+    kv_tokens = np.maximum(cap - mem["weights_b"].to_numpy() - mem["workspace_b"].to_numpy(), 0.0) \
+        / mem["per_token_b"].to_numpy()
+    kv_tokens = np.where(np.isfinite(kv_tokens), kv_tokens, np.inf)
+    valid = codes >= 0
+    frame = pd.DataFrame({"code": codes, "gpu": out["gpu"].to_numpy()})[valid]
+    for (code, gpu), idx in frame.groupby(["code", "gpu"], sort=False).groups.items():
+        idx = np.asarray(idx)
+        gids = [int(ids[r][code]) for r in ROLES]
+        hit = lookup.reindex(pd.MultiIndex.from_arrays([gids, [gpu] * len(gids)]))
+        bad = hit["e2e_ms"].isna().to_numpy() | (hit["nan_ops"].fillna(0).to_numpy() > 0)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            grid_error[idx] = gerr.get(gids[k]) or ferr.get((gids[k], gpu)) or "a step-cost graph has no forecast"
+            continue
+        model, dtype, tp = out.loc[idx[0], ["model", "dtype", "tp"]]
+        spec = get_model(model)
+        parallel = f"tp{int(tp)}" if int(tp) > 1 else None
+        cost = costs_from_summaries(hit.iloc[: len(token_roles)], hit.iloc[len(token_roles):], spec.num_layers,
+                                    policy, config_fp8_gemms(spec, str(dtype), parallel))
+        st = steady_state(cost, out["isl"].to_numpy()[idx], out["osl"].to_numpy()[idx],
+                          out["concurrency"].to_numpy()[idx], kv_tokens=kv_tokens[idx])
+        res["ttft_ms"][idx], res["tpot_ms"][idx] = st["ttft_ms"], st["tpot_ms"]
+        res["prefill_ms"][idx], res["decode_step_ms"][idx] = st["prefill_step_ms"], st["decode_step_ms"]
+    assert len(decode_roles) + len(token_roles) == len(ROLES)
+    errors.append(pd.Series(grid_error, index=out.index, dtype=object))
+    ttft, tpot = res["ttft_ms"], res["tpot_ms"]
     c, osl, tp = (out[k].to_numpy(dtype=float) for k in ("concurrency", "osl", "tp"))
-    ttft, tpot = harness(prefill, decode, c, osl)
-    ok = np.isfinite(ttft) & np.isfinite(tpot) & (tpot > 0) & (prefill > 0)
+    ok = np.isfinite(ttft) & np.isfinite(tpot) & (tpot > 0)
     errors.append(pd.Series(np.where(ok, None, "forecast is not a positive finite step time"), index=out.index,
                             dtype=object))
     out["error"] = _first_error(*errors)
     bad = out["error"].notna().to_numpy()
     nan = lambda a: np.where(bad, np.nan, a)  # noqa: E731 - a failed cell's numbers are null
-    out["prefill_ms"], out["decode_step_ms"] = nan(prefill), nan(decode)
+    out["engine"] = DEFAULT_ENGINE
+    out["prefill_ms"], out["decode_step_ms"] = nan(res["prefill_ms"]), nan(res["decode_step_ms"])
     out["ttft_ms"], out["tpot_ms"] = nan(ttft), nan(tpot)
     out["request_latency_ms"] = nan(request_latency_ms(ttft, tpot, osl))
     out["tokens_per_s_per_gpu"] = nan(tokens_per_s_per_gpu(ttft, tpot, c, osl, tp))
     out["tokens_per_s_per_user"] = nan(1e3 / tpot)
 
     gpus = list(pd.unique(out["gpu"]))
-    mem = _memory(out)
-    cap = out["gpu"].map({g: capacity_bytes(get_gpu(g), SERVE_USABLE_FRACTION, SERVE_RESERVE_GIB)
-                          for g in gpus}).to_numpy(dtype=float)
     need = (mem["weights_b"] + mem["kv_b"] + mem["workspace_b"]).to_numpy()
     known = np.isfinite(need)
     out["mem_required_gib"] = need / GIB
@@ -163,4 +214,4 @@ def assemble(cells: pd.DataFrame, graph_ids: dict[str, np.ndarray], summary: pd.
     return out.drop(columns=["workload_error"])
 
 
-__all__ = ["ROLES", "SERVE_KEYS", "assemble", "component_keys", "workload_errors"]
+__all__ = ["ROLES", "SERVE_KEYS", "assemble", "component_keys", "engine_summaries", "workload_errors"]

@@ -19,7 +19,9 @@ For one replica at concurrency ``c``, prompts of ``isl`` and outputs of ``osl`` 
 - **TPOT** = the request's ``osl - 1`` decode steps, ``min(osl - 1, S_pre - n_g)`` of them carrying another group's
   prefill (time ``t_m``), the rest pure decodes (``t_d``, KV caches at ``isl + osl / 2`` on average).
 
-Every request's TTFT carries the engine's ``request_overhead_ms``. Throughput follows from Little's law:
+Every request's TTFT carries the engine's ``request_overhead_ms``. The engine runs ``c = min(concurrency,
+max_num_seqs, KV tokens / isl)`` requests (admitted on their prompt); beyond that the others wait for a slot, ``(concurrency - c) / c``
+request times by Little's law. Throughput follows from Little's law:
 ``c / request latency``.
 """
 
@@ -42,13 +44,16 @@ def _mean_ceil(n: np.ndarray, per: np.ndarray) -> np.ndarray:
 
 
 def steady_state(cost: StepCost, isl: np.ndarray, osl: np.ndarray, concurrency: np.ndarray,
-                 n_requests: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """``ttft_ms``, ``tpot_ms``, ``request_latency_ms``, ``throughput_rps``, ``decode_step_ms``, ``prefill_step_ms``
-    per cell (arrays broadcast together) under ``cost``'s engine (module docstring)."""
+                 n_requests: np.ndarray | None = None, kv_tokens: np.ndarray | float = np.inf) -> dict[str, np.ndarray]:
+    """``ttft_ms``, ``tpot_ms``, ``request_latency_ms``, ``throughput_rps``, ``decode_step_ms``, ``prefill_step_ms``,
+    ``running`` per cell (arrays broadcast together) under ``cost``'s engine (module docstring); ``kv_tokens``: the
+    KV cache's capacity in tokens."""
     pol = cost.policy
-    isl, osl, c = (np.asarray(a, dtype=float) for a in np.broadcast_arrays(isl, osl, concurrency))
-    n_req = PROMPTS_PER_CONCURRENCY * c if n_requests is None else np.asarray(n_requests, dtype=float) + 0 * c
-    c = np.minimum(c, pol.max_num_seqs)  # more are queued by the engine, not run (steady state: the cap runs)
+    isl, osl, c_all = (np.asarray(a, dtype=float) for a in np.broadcast_arrays(isl, osl, concurrency))
+    n_req = PROMPTS_PER_CONCURRENCY * c_all if n_requests is None else np.asarray(n_requests, dtype=float) + 0 * c_all
+    # the engine runs at most max_num_seqs requests and admits a request while the KV cache holds its prompt (it
+    # preempts when the outputs outgrow it: rare while requests are at every stage); the rest wait for a slot
+    c = np.clip(np.minimum(np.floor(np.asarray(kv_tokens, dtype=float) / isl), pol.max_num_seqs), 1.0, c_all)
     budget = float(pol.max_num_batched_tokens)
     b1 = budget if pol.chunked_prefill else np.maximum(budget, isl)
     kv_mid = isl + osl / 2.0
@@ -88,9 +93,13 @@ def steady_state(cost: StepCost, isl: np.ndarray, osl: np.ndarray, concurrency: 
     over = pol.request_overhead_ms
     first = np.minimum(c, n_req) / np.maximum(n_req, 1.0)
     ttft = first * ttft_w + (1.0 - first) * ttft_ss + over
+    running_ms = ttft + (osl - 1.0) * tpot
+    # Little's law over the c_all in the loop, c of them running: the others wait (c_all - c) / c request times
+    queued = (c_all - c) / c * running_ms * (1.0 - first)
+    ttft = ttft + queued
     latency = ttft + (osl - 1.0) * tpot
-    return {"ttft_ms": ttft, "tpot_ms": tpot, "request_latency_ms": latency, "throughput_rps": c / (latency / 1e3),
-            "decode_step_ms": t_d, "prefill_step_ms": t_p}
+    return {"ttft_ms": ttft, "tpot_ms": tpot, "request_latency_ms": latency, "throughput_rps": c_all / (latency / 1e3),
+            "decode_step_ms": t_d, "prefill_step_ms": t_p, "running": c}
 
 
 __all__ = ["steady_state"]

@@ -129,6 +129,13 @@ class StepCost:
         return np.maximum(gpu, host) if self.policy.overlap_scheduling else gpu + host
 
 
+@functools.lru_cache(maxsize=1024)
+def config_fp8_gemms(spec: ModelSpec, dtype: str, parallel: object) -> float:
+    """fp8 GEMMs a step of (``spec``, ``dtype``, ``parallel``) runs (from its one-token graph)."""
+    return fp8_gemms(graph_frame(build_parallel_graph(spec, 1, 1, "inference", parallel, dtype=dtype, kv_len=0,
+                                                      serving=True)))
+
+
 @functools.lru_cache(maxsize=256)
 def grid_frame(spec: ModelSpec, dtype: str, parallel: object) -> pd.DataFrame:
     """The grid's graphs of (``spec``, ``dtype``, ``parallel``) stacked in one op frame (a ``cell`` column: the
@@ -181,7 +188,7 @@ def step_costs(spec: ModelSpec, dtype: str, parallel: object, gpus: list[GpuSpec
         sub = frame.loc[rows]
         ms[rows] = op_latency_matrix(sub, gpus, wrapped, comm=engine_comm(engine, version, mode), strict=True)[0]
     layers = int(frame["num_layers"].iloc[0] or 1)
-    n_fp8 = fp8_gemms(frame.loc[frame["cell"] == 0])
+    n_fp8 = config_fp8_gemms(spec, dtype, parallel)
     out = {}
     for j, gpu in enumerate(gpus):
         summ = summarise_many(frame, ms[:, j]).sort_index()
@@ -190,5 +197,5 @@ def step_costs(spec: ModelSpec, dtype: str, parallel: object, gpus: list[GpuSpec
     return out
 
 
-__all__ = ["DECODE_BATCH_GRID", "DECODE_LEN_GRID", "FUSED_QUANT_MS", "TOKEN_GRID", "StepCost", "costs_from_summaries", "fp8_gemms", "grid_frame",
+__all__ = ["DECODE_BATCH_GRID", "DECODE_LEN_GRID", "FUSED_QUANT_MS", "TOKEN_GRID", "StepCost", "config_fp8_gemms", "costs_from_summaries", "fp8_gemms", "grid_frame",
            "grid_keys", "step_costs"]
