@@ -38,14 +38,14 @@ def candidates(layouts: pd.DataFrame, forecasts: pd.DataFrame, question: ServeQu
     """Every answered candidate (a layout row at a forecast concurrency) with its forecast, fleet size, cost and
     status; the layouts the serving path does not answer once each, with their reason. ``forecasts``: serve
     table rows of ``question``'s model, isl and osl (other rows are ignored; a layout with no row there is not a
-    candidate: a nightly table that did not score it). A table without an ``engine`` column is the default
-    engine's (:data:`tilecast.forecast.serve.DEFAULT_ENGINE`)."""
+    candidate: a nightly table that did not score it). A row without an engine is the default engine's
+    (:data:`tilecast.forecast.serve.DEFAULT_ENGINE`)."""
     from tilecast.forecast.serve import DEFAULT_ENGINE
 
     f = forecasts.loc[(forecasts["model"] == question.model.key) & (forecasts["isl"] == question.isl)
                       & (forecasts["osl"] == question.osl)]
-    if "engine" not in f:
-        f = f.assign(engine=DEFAULT_ENGINE)
+    # rows without an engine (a table from before engines, a cell that failed before one was named): the default's
+    f = f.assign(engine=f["engine"].fillna(DEFAULT_ENGINE) if "engine" in f else DEFAULT_ENGINE)
     keep = ["engine", "gpu", "dtype", "tp", "concurrency", *[c for c in FORECAST_COLUMNS if c in f]]
     answered = layouts.loc[layouts["layout_error"].isna()]
     rows = answered.merge(f[keep], on=["gpu", "dtype", "tp"], how="inner")
