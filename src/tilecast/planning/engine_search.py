@@ -23,6 +23,7 @@ fleets from (:func:`tilecast.planning.serve_plan.size_fleets`).
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -117,6 +118,24 @@ class _Columns:
         return pd.DataFrame(out)
 
 
+def shared_predictor(predict: FamilyPredictor | None) -> FamilyPredictor | None:
+    """``predict`` answering each (family, GPU, rows) once: the engines price the same kernels (SGLang and TRT-LLM
+    as factors on ``predict``'s answer, :func:`tilecast.serving.engine_kernels.engine_family_predictor`), so the
+    second and third engine of a (dtype, layout) reuse the first one's kernel forecasts."""
+    if predict is None:
+        return None
+    memo: dict[tuple, np.ndarray] = {}
+
+    def once(family: str, rows: pd.DataFrame, gpu: GpuSpec | None) -> np.ndarray:
+        key = (family, getattr(gpu, "key", None), len(rows), tuple(rows.columns),
+               int(pd.util.hash_pandas_object(rows, index=False).to_numpy().sum()))
+        if key not in memo:
+            memo[key] = np.asarray(predict(family, rows, gpu), dtype=float)
+        return memo[key]
+
+    return once
+
+
 def search_engines(question: ServeQuestion, layouts: pd.DataFrame, search: ServeSearch,
                    predict: FamilyPredictor | None, pricing: Pricing, progress: bool = False
                    ) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -126,55 +145,57 @@ def search_engines(question: ServeQuestion, layouts: pd.DataFrame, search: Serve
     what the search did."""
     t0 = time.perf_counter()
     spec = question.model
+    predict = shared_predictor(predict)
     cols = _Columns()
     gpu_specs = {g: get_gpu(g) for g in pd.unique(layouts["gpu"])}
     info = {"engines": list(search.engines), "step_tables": 0, "step_tables_s": 0.0, "steady_state_s": 0.0,
             "fitting": 0, "concurrency": search.concurrency if search.concurrency == "dense"
             else list(search.concurrency), "max_concurrency": search.max_concurrency}
     shape = layouts.drop_duplicates(["dtype", *LAYOUT_COLUMNS])
-    for engine in search.engines:
+    for rec, engine in itertools.product(shape.to_dict("records"), search.engines):
         policy = engine_policy(engine)
         grid = concurrency_grid(search, policy)
-        for rec in shape.to_dict("records"):
-            dtype = str(rec["dtype"])
-            at = layouts.loc[(layouts["dtype"] == dtype) & np.logical_and.reduce(
-                [layouts[k] == rec[k] for k in LAYOUT_COLUMNS])]
-            base = {k: rec[k] for k in (*ROW_LAYOUT, "layout")}
-            refused = rec["layout_error"]
-            sw, invalid = (None, None) if refused is not None else workload_error(question, dtype, rec)
-            runnable, errors = [], {}
+        dtype = str(rec["dtype"])
+        at = layouts.loc[(layouts["dtype"] == dtype) & np.logical_and.reduce(
+            [layouts[k] == rec[k] for k in LAYOUT_COLUMNS])]
+        base = {k: rec[k] for k in (*ROW_LAYOUT, "layout")}
+        refused = rec["layout_error"]
+        sw, invalid = (None, None) if refused is not None else workload_error(question, dtype, rec)
+        runnable, errors = [], {}
+        for gpu in at["gpu"]:
+            try:
+                check_gpu_dtype(gpu_specs[gpu], dtype)
+                runnable.append(gpu_specs[gpu])
+            except SpecError as exc:
+                errors[gpu] = unsupported_text(gpu, dtype, exc)
+        if refused is not None:
+            # a layout the search lists but does not forecast: one row with the reason
             for gpu in at["gpu"]:
-                try:
-                    check_gpu_dtype(gpu_specs[gpu], dtype)
-                    runnable.append(gpu_specs[gpu])
-                except SpecError as exc:
-                    errors[gpu] = unsupported_text(gpu, dtype, exc)
-            if refused is not None:
-                # a layout the search lists but does not forecast: one row with the reason
-                for gpu in at["gpu"]:
-                    cols.add(1, engine=engine, gpu=gpu, dtype=dtype, **base, layout_error=refused)
+                cols.add(1, engine=engine, gpu=gpu, dtype=dtype, **base, layout_error=refused)
+            continue
+        costs: dict[str, Any] = {}
+        # memory first: a GPU on which not even the grid's smallest concurrency fits needs no step table
+        fit_some = [g for g in runnable if invalid is None and _memory(question, sw, g, policy, grid[:1])[1].all()]
+        if fit_some:
+            t1 = time.perf_counter()
+            try:
+                costs = step_costs(spec, dtype, sw.parallel, fit_some, predict, policy)
+                info["step_tables"] += len(fit_some)
+            except Exception as exc:  # noqa: BLE001 - a step table that cannot be forecast: its rows say why
+                errors.update({g.key: f"step costs failed: {type(exc).__name__}: {exc}" for g in fit_some})
+            info["step_tables_s"] += time.perf_counter() - t1
+        for gpu in at["gpu"]:
+            g = gpu_specs[gpu]
+            why = invalid or errors.get(gpu)
+            n = len(grid)
+            common = dict(engine=engine, gpu=gpu, dtype=dtype, **base, layout_error=None)
+            if why is not None:
+                cols.add(n, **common, error=why, concurrency=grid)
                 continue
-            costs: dict[str, Any] = {}
-            if runnable and invalid is None:
-                t1 = time.perf_counter()
-                try:
-                    costs = step_costs(spec, dtype, sw.parallel, runnable, predict, policy)
-                    info["step_tables"] += len(runnable)
-                except Exception as exc:  # noqa: BLE001 - a step table that cannot be forecast: its rows say why
-                    errors.update({g.key: f"step costs failed: {type(exc).__name__}: {exc}" for g in runnable})
-                info["step_tables_s"] += time.perf_counter() - t1
-            for gpu in at["gpu"]:
-                g = gpu_specs[gpu]
-                why = invalid or errors.get(gpu)
-                n = len(grid)
-                common = dict(engine=engine, gpu=gpu, dtype=dtype, **base, layout_error=None)
-                if why is not None or gpu not in costs:
-                    cols.add(n, **common, error=why or "no step costs", concurrency=grid)
-                    continue
-                cols.add(n, **common, **_forecast(question, sw, g, costs[gpu], policy, grid, pricing, info))
-            if progress:
-                print(f"  {engine} {dtype} {rec['layout']}: {cols.n:,} candidates, "
-                      f"{time.perf_counter() - t0:.1f} s", flush=True)
+            cols.add(n, **common, **_forecast(question, sw, g, costs.get(gpu), policy, grid, pricing, info))
+        if progress:
+            print(f"  {engine} {dtype} {rec['layout']}: {cols.n:,} candidates, "
+                  f"{time.perf_counter() - t0:.1f} s", flush=True)
     frame = cols.frame()
     fits = frame.pop("_fits").to_numpy(dtype=float)
     frame["fits"] = pd.array(np.where(np.isnan(fits), None, fits > 0.5), dtype="boolean")
@@ -184,15 +205,23 @@ def search_engines(question: ServeQuestion, layouts: pd.DataFrame, search: Serve
     return frame, info
 
 
-def _forecast(question: ServeQuestion, sw: ServeWorkload, gpu: GpuSpec, cost: Any, policy: EnginePolicy,
-              grid: np.ndarray, pricing: Pricing, info: dict[str, Any]) -> dict[str, Any]:
-    """The forecast columns of one (engine, GPU, dtype, layout) over the concurrency ``grid``."""
+def _memory(question: ServeQuestion, sw: ServeWorkload, gpu: GpuSpec, policy: EnginePolicy, grid: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, int]:
+    """(bytes per GPU, fits, the largest concurrency that fits) over the concurrency ``grid``, against the engine's
+    share of the GPU (as :func:`tilecast.forecast.serve.forecast_serve` checks one configuration)."""
     isl, osl = question.isl, question.osl
     weights, kv, workspace, per_token = serve_memory_terms(sw.model, sw.dtype, isl, sw.tp, osl, grid, sw.layout)
     cap = capacity_bytes(gpu, policy.kv_memory_fraction)
     need = np.broadcast_to(weights + kv + workspace, grid.shape).astype(float)
-    fits = need <= cap
-    most = int(np.min(fitting_concurrency(cap, weights, workspace, per_token, isl + osl)))
+    return need, need <= cap, int(np.min(fitting_concurrency(cap, weights, workspace, per_token, isl + osl)))
+
+
+def _forecast(question: ServeQuestion, sw: ServeWorkload, gpu: GpuSpec, cost: Any, policy: EnginePolicy,
+              grid: np.ndarray, pricing: Pricing, info: dict[str, Any]) -> dict[str, Any]:
+    """The forecast columns of one (engine, GPU, dtype, layout) over the concurrency ``grid`` (``cost``: its step
+    table, None where no concurrency fits)."""
+    isl, osl = question.isl, question.osl
+    need, fits, most = _memory(question, sw, gpu, policy, grid)
     n = len(grid)
     ttft, tpot = np.full(n, np.nan), np.full(n, np.nan)
     t1 = time.perf_counter()
@@ -242,4 +271,5 @@ def engine_candidates(question: ServeQuestion, gpus: Sequence[str], search: Serv
     return rows, info, layouts
 
 
-__all__ = ["NUMBERS", "concurrency_grid", "engine_candidates", "search_engines", "with_layout", "workload_error"]
+__all__ = ["NUMBERS", "concurrency_grid", "engine_candidates", "search_engines", "shared_predictor", "with_layout",
+           "workload_error"]
