@@ -97,8 +97,8 @@ def run_job(matrix: str, workers: int, forecaster: str, out: Path, tracking_uri:
 def champion_available(tracking_uri: str | None = None) -> bool:
     """Every family has a registered version behind @champion (no fallback)."""
     try:
-        from tilecast.registry.promotion import CHAMPION, alias_versions
         from tilecast.registry.tracking import configure
+        from tilecast.training.promotion import CHAMPION, alias_versions
 
         configure(tracking_uri)
         return all(v is not None for v in alias_versions(CHAMPION, FP32_FAMILIES).values())

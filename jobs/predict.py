@@ -81,13 +81,15 @@ def serve(cfg: DictConfig, model, gpu) -> dict:
     from tilecast.forecast.serve import ServeWorkload
     from tilecast.registry.forecaster import predict_serve
     from tilecast.scoring.pricing import load_pricing
+    from tilecast.serving.policy import policy_of
     from tilecast.specs.layout import parse_layout
 
     tp, isl, osl, concurrency, pp = (int_setting(cfg, k) for k in ("tp", "isl", "osl", "concurrency", "pp"))
     sw = ServeWorkload(model, _dtype(cfg, model), tp, isl, osl, concurrency, pp, parse_layout(cfg.get("layout")))
+    policy = policy_of(OmegaConf.to_container(cfg.engine, resolve=True))
     fc, record = predict_serve(sw, gpu, str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
                                load_pricing(cfg.pricing), interval_level=cfg.get("interval_level"),
-                               policy=_engine_policy(cfg))
+                               engine=policy.engine, engine_version=cfg.get("engine_version"), policy=policy)
     print(fc.describe())
     if record["usd_per_1m_output_tokens"] is None:
         print("  no cost: this configuration does not fit in memory")
@@ -95,20 +97,6 @@ def serve(cfg: DictConfig, model, gpu) -> dict:
         print(f"  cost {record['usd_per_1m_output_tokens']:.3f} USD per 1M output tokens "
               f"({record['usd_per_gpu_hour']:.2f} USD per GPU-hour, {_price_basis(record)})")
     return _finish(cfg, record)
-
-
-def _engine_policy(cfg: DictConfig):
-    """The serving engine's policy: ``engine=<name>`` (the config group conf/engine, its fields overridable as
-    ``engine.<field>=``), else the default engine's."""
-    from hydra.core.hydra_config import HydraConfig
-
-    from tilecast.forecast.serve import DEFAULT_ENGINE
-    from tilecast.serving.policy import engine_policy
-
-    name = HydraConfig.get().runtime.choices.get("engine") if HydraConfig.initialized() else None
-    if name in (None, "null"):
-        return engine_policy(DEFAULT_ENGINE)
-    return engine_policy(str(name), OmegaConf.to_container(cfg.engine) if cfg.get("engine") else None)
 
 
 def _dtype(cfg: DictConfig, model=None) -> str:

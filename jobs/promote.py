@@ -19,8 +19,8 @@ log = logging.getLogger("promote")
 @user_errors()
 def main(cfg: DictConfig) -> None:
     """Check the settings first (exit 2 naming a bad one), then open the store (MLflow) and promote."""
-    from tilecast.registry.promotion import PromotionPolicy, PromotionRefused, promote, rollback
     from tilecast.registry.tracking import configure
+    from tilecast.training.promotion import PromotionPolicy, PromotionRefused, promote, rollback
 
     uri = configure(cfg.mlflow.tracking_uri, timeout_s=cfg.mlflow.get("connect_timeout_s"))
     log.info("tracking at %s", uri)

@@ -20,7 +20,7 @@ log = logging.getLogger("train")
 def main(cfg: DictConfig) -> None:
     """Check the settings first (exit 2 naming a bad one), then open the store (MLflow) and train."""
     from tilecast.registry.tracking import configure
-    from tilecast.registry.training import TrainSpec, default_workers, train
+    from tilecast.training.train import TrainSpec, default_workers, train
 
     # a refused spec (alias=champion) stops before the store is touched
     spec = TrainSpec(predictor=cfg.predictor.name,

@@ -18,6 +18,14 @@ settings.register_profile("tilecast", deadline=None, suppress_health_check=[Heal
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "tilecast"))
 
 
+def pytest_configure(config):
+    """The jobs' Hydra schemas (``<job>_schema``, :mod:`tilecast.cli.schema`) in Hydra's ConfigStore, as a job registers
+    its own before Hydra composes: tests compose the jobs' configs in process."""
+    from tilecast.cli.schema import register_all
+
+    register_all()
+
+
 @pytest.fixture(scope="session")
 def test_kernels():
     """``test_kernels(name)`` -> the shipped kernel test table ``name`` (bmm, linear, elem, ln, softmax)."""

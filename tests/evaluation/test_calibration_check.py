@@ -86,11 +86,12 @@ def test_a_labels_own_measurement_never_decides_whether_it_is_calibrated(rows, i
 def test_the_margin_is_one_default_across_the_jobs():
     from omegaconf import OmegaConf
 
+    from tilecast.cli import conf_defaults
     from tilecast.evaluation.calibration import RUN_MARGIN_PCT
     from tilecast.paths import CONF_DIR
     from tilecast.pipelines.evaluate import EvaluationSettings
     from tilecast.registry.calibrate import CalibrationGate
 
-    assert OmegaConf.load(CONF_DIR / "evaluate.yaml").calibration_margin_pct == RUN_MARGIN_PCT
+    assert conf_defaults("evaluate")["calibration_margin_pct"] == RUN_MARGIN_PCT  # the schema: EvaluationSettings
     assert OmegaConf.load(CONF_DIR / "calibrate.yaml").gate.model_run_margin_pct == RUN_MARGIN_PCT
     assert EvaluationSettings().calibration_margin_pct == CalibrationGate().model_run_margin_pct == RUN_MARGIN_PCT

@@ -1,4 +1,4 @@
-"""Serving forecasts: the serve workload, engine kernels, KV-cache memory, the harness, measured rows."""
+"""Serving forecasts: the serve workload, engine kernels, KV-cache memory, the engine steady state, measured rows."""
 
 from __future__ import annotations
 
@@ -52,10 +52,12 @@ def test_a_workload_that_does_not_fit_says_so():
 
 @settings(max_examples=8, deadline=None)
 @given(st.sampled_from([1, 4, 32, 128]), st.sampled_from([128, 1024]))
-def test_the_harness_identities(concurrency, osl):
+def test_the_steady_state_identities(concurrency, osl):
     fc = forecast_serve(ServeWorkload("llama31_8b", "bf16", 1, 512, osl, concurrency), "b200")
     assert fc.tpot_ms >= fc.decode_step_ms > 0 and fc.ttft_ms >= fc.prefill_ms > 0
-    assert fc.tpot_ms == pytest.approx(fc.decode_step_ms + (concurrency - 1) * fc.prefill_ms / osl)
+    # every other request's prefill step lands among a request's decode steps once
+    mixed = min(osl - 1, concurrency - 1)
+    assert fc.tpot_ms == pytest.approx((mixed * fc.prefill_ms + (osl - 1 - mixed) * fc.decode_step_ms) / (osl - 1))
     assert fc.tokens_per_s_per_user == pytest.approx(1e3 / fc.tpot_ms)
     assert fc.tokens_per_s_per_gpu == pytest.approx(concurrency * osl / fc.request_latency_ms * 1e3)
 
@@ -97,6 +99,10 @@ def test_measured_rows_are_answered_or_say_why():
         "precision": ["fp8", "fp8", "fp8", "fp8", "fp4", "fp8"], "mode": ["agg"] * 5 + ["disagg"],
         "isl": [1024] * 6, "osl": [1024] * 6, "batch_size": [8.0] * 6, "tp_size": [4.0] * 6,
         "pp_size": [1.0] * 6, "silicon_ttft_ms": [100.0] * 6, "silicon_tpot_ms": [8.0] * 6})
+    rows = pd.concat([rows, rows.iloc[[0, 0, 0, 0, 0]].assign(
+        precision=[None, "fp8", "fp8", "fp8", "fp8"], batch_size=[8.0, 0.0, 8.0, 8.0, 8.0],
+        backend=[None, None, "tgi", "trtllm", "sglang"], backend_version=[None, None, None, "9.9", "0.5.10"],
+        tp_size=[4.0, 4.0, 4.0, 4.0, 3.0])], ignore_index=True)
     out = evaluate_serving(rows)
     assert list(out.columns[: len(rows.columns)]) == list(rows.columns)
     errors = out["error"].tolist()
@@ -105,8 +111,13 @@ def test_measured_rows_are_answered_or_say_why():
     assert "unknown GPU 'nope_sxm'" in errors[3]
     assert errors[4] == "" and 0 < out["pred_tpot_ms"][4] < out["pred_tpot_ms"][0]  # NVFP4 weights: fewer bytes
     assert "disaggregated" in errors[5]
-    assert out["pred_ttft_ms"][3:4].isna().all() and out["pred_ttft_ms"][5:].isna().all()
+    assert out["pred_ttft_ms"][3:4].isna().all() and out["pred_ttft_ms"][5:6].isna().all()
     assert out["ape_tpot_pct"][0] >= 0
+    # a row without precision runs at the checkpoint's dtype, said in a note; the bad rows name what is wrong
+    assert errors[6] == "" and "checkpoint's dtype bf16" in out["note"][6] and out["pred_tpot_ms"][6] > 0
+    assert "concurrency" in errors[7] and "unknown serving engine 'tgi'" in errors[8]
+    assert "trtllm 9.9 is outside the measured releases" in errors[9] and "tp=3 does not divide" in errors[10]
+    assert out["engine"][0] == "vllm" and out["pred_ttft_ms"][7:].isna().all()
 
 
 def test_predict_job_serve_mode_prints_and_writes_json(tmp_path):

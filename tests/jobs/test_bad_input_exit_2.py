@@ -100,7 +100,7 @@ BAD_TYPE = [
     ("promote", "bad type", ["rollback=maybe"], "rollback=maybe"),
     ("report", "bad type", ["max_rows=abc"], "max_rows=abc"),
     ("score", "bad type", ["dask.n_workers=abc"], "dask.n_workers=abc"),
-    ("score", "bad type", ["progress=maybe"], "progress='maybe'"),
+    ("score", "bad type", ["progress=maybe"], "progress=maybe"),
     ("train", "bad type", ["val_fraction=abc"], "val_fraction=abc"),
     ("score", "bad value", ["date=2020-13-45"], "'2020-13-45'"),
     ("evaluate", "bad value", ["calibration_margin_pct=-1"], "calibration_margin_pct"),
@@ -197,7 +197,7 @@ def test_a_native_xgboost_error_is_one_line_without_its_stack_trace(tmp_path):
 
 def test_nightly_bootstrap_sections_are_checked_before_any_work():
     from tilecast.pipelines.nightly import check_bootstrap
-    from tilecast.registry.promotion import PromotionPolicy
+    from tilecast.training.promotion import PromotionPolicy
 
     with pytest.raises(SpecError, match=r"promote\.kernel_tolerance_pct=abc: expected a number"):
         check_bootstrap({}, {"kernel_tolerance_pct": "abc"})
@@ -211,7 +211,8 @@ def test_nightly_bootstrap_sections_are_checked_before_any_work():
 
 def test_open_sections_take_new_keys_and_scalars_become_lists():
     """``+train.params.rounds=50`` (an empty mapping of the conf file: its keys are checked where read) is
-    allowed, ``+fit.bogus=1`` is not; ``families=softmax`` reads as ``[softmax]``; a float setting written as a
+    allowed, ``+fit.bogus=1`` is not; ``families=softmax`` reads as ``[softmax]``
+    (:func:`listify`, before Hydra); a float setting written as a
     whole number in a conf file would refuse ``2.5``: the conf files write them as floats."""
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
@@ -227,11 +228,15 @@ def test_open_sections_take_new_keys_and_scalars_become_lists():
         return cfg
 
     try:
-        checked("nightly", ["+train.params.rounds=50", "+promote.kernel_tolerance_pct=2.0",
+        checked("nightly", ["+train.params.rounds=50", "promote.kernel_tolerance_pct=2.0",
                             "dask.connect_timeout_s=2.5", "report.latency_targets_ms.inference=1500.5"])
         with pytest.raises(SpecError, match=r"\+fit\.bogus=1: this job has no setting 'fit\.bogus'"):
             checked("nightly", ["+fit.bogus=1"])
-        assert list(checked("train", ["families=softmax"]).families) == ["softmax"]
+        from tilecast.cli.schema import listify
+
+        assert listify("train", ["families=softmax", "families=[a,b]", "seed=1"]) == [
+            "families=[softmax]", "families=[a,b]", "seed=1"]  # before Hydra parses the command line
+        assert list(checked("train", listify("train", ["families=softmax"])).families) == ["softmax"]
         assert checked("calibrate", ["gpu=l4", "gate.max_latency_ms=1500.5"]).gate.max_latency_ms == 1500.5
     finally:
         HydraConfig.instance().cfg = None

@@ -23,7 +23,7 @@ def test_the_dependencies_are_declared_and_torch_is_an_extra():
 
 
 def test_the_jobs_import_no_torch_until_a_torch_part_is_used():
-    code = ("import sys, tilecast.cli, tilecast.pipelines.nightly, tilecast.registry.training, "
+    code = ("import sys, tilecast.cli, tilecast.pipelines.nightly, tilecast.training.train, "
             "tilecast.registry.forecaster, tilecast.scoring.engine, tilecast.graph; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr

@@ -64,15 +64,13 @@ def test_a_predictor_file_without_params_is_refused(tmp_path, monkeypatch) -> No
 
 def test_the_held_out_gpus_are_one_list():
     """train / promote / evaluate configs and their settings' defaults all name predictors.rows.UNSEEN_GPUS."""
-    from omegaconf import OmegaConf
-
-    from tilecast.paths import CONF_DIR
+    from tilecast.cli import conf_defaults
     from tilecast.pipelines.evaluate import EvaluationSettings
     from tilecast.predictors.rows import UNSEEN_GPUS
-    from tilecast.registry.promotion import PromotionPolicy
-    from tilecast.registry.training import TrainSpec
+    from tilecast.training.promotion import PromotionPolicy
+    from tilecast.training.train import TrainSpec
 
     for job in ("train", "promote", "evaluate"):
-        assert tuple(OmegaConf.load(CONF_DIR / f"{job}.yaml").unseen_gpus) == UNSEEN_GPUS, job
+        assert tuple(conf_defaults(job)["unseen_gpus"]) == UNSEEN_GPUS, job  # the job's schema and conf file
     for settings in (EvaluationSettings, PromotionPolicy, TrainSpec):
         assert settings.__dataclass_fields__["unseen_gpus"].default == UNSEEN_GPUS, settings.__name__

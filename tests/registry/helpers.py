@@ -14,7 +14,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 
 from tilecast.paths import CONF_DIR, ROOT
-from tilecast.registry.training import TrainSpec, train
+from tilecast.training.train import TrainSpec, train
 
 
 def job_main(name: str) -> Callable[[Any], Any]:

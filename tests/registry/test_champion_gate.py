@@ -20,8 +20,8 @@ from tilecast.predictors import fit_predictor
 from tilecast.registry import log_predictor, move_alias
 from tilecast.registry.aliases import alias_history
 from tilecast.registry.forecaster import BUNDLE_TAG, FORECASTER_NAME, register_forecaster
-from tilecast.registry.promotion import PromotionRefused, alias_versions, rollback
 from tilecast.registry.tracking import ENV_VAR, configure, ensure_experiment
+from tilecast.training.promotion import PromotionRefused, alias_versions, rollback
 
 FAMILY = "softmax"
 EXAMPLE = pd.DataFrame([{"OPName": "softmax", "B": 64, "H": 512, "Device": "NVIDIA L4"}] * 2)

@@ -34,8 +34,8 @@ from tilecast.registry.forecaster import (
     register_forecaster,
 )
 from tilecast.registry.tracking import ENV_VAR, configure
-from tilecast.registry.training import TrainSpec, train
 from tilecast.tiles.ops import FAMILIES
+from tilecast.training.train import TrainSpec, train
 
 GOOD = {"model": "gpt2_large", "gpu": "l4", "batch": 2, "seq_len": 256, "mode": "inference"}
 ROWS = [GOOD,
@@ -186,12 +186,12 @@ def test_the_pyfunc_answers_intervals_at_the_asked_level(registered, monkeypatch
         lo, pred, hi = (got[c].astype(float) for c in ("pred_lo_ms", "e2e_ms", "pred_hi_ms"))
         assert ((lo > 0) & (lo <= pred) & (pred <= hi)).all()
     assert (at95["pred_lo_ms"] <= at80["pred_lo_ms"]).all() and (at95["pred_hi_ms"] >= at80["pred_hi_ms"]).all()
-    # strictly wider for inference; three GPUs calibrate training, whose conformal level is capped at 99% already
+    # strictly wider for inference (the training multiplier's 95% may sit at the top of the measured scores)
     assert (at95["pred_hi_ms"] / at95["pred_lo_ms"] > at80["pred_hi_ms"] / at80["pred_lo_ms"])[:2].all()
     assert at80["interval_note"].str.startswith("80% interval").all()
     assert at95["interval_note"].str.startswith("95% interval").all()
     width = at80["pred_hi_ms"].astype(float) / at80["pred_lo_ms"].astype(float)
-    assert width[1] > width[0] and width[1] > width[2] and width[3] > width[1]
+    assert width[1] > width[0] and width[3] > width[1]  # MI300X (cdna3, far) > L4; Intel (no data) > MI300X
     assert "few GPUs of its vendor" in at80.loc[1, "interval_note"] and "AMD" in at80.loc[1, "interval_note"]
     assert "another vendor" in at80.loc[3, "interval_note"] and "intel GPU" in at80.loc[3, "interval_note"]
     assert "vendor" not in at80.loc[0, "interval_note"]

@@ -20,10 +20,10 @@ from tilecast.predictors.format import FORMAT_KEY
 from tilecast.registry import RegistryError, load_predictor, log_predictor, move_alias
 from tilecast.registry.aliases import alias_history
 from tilecast.registry.models import IncompatibleModelError, log_saved_predictor
-from tilecast.registry.promotion import alias_versions, promote
 from tilecast.registry.tracking import ENV_VAR, configure, ensure_experiment
 from tilecast.scoring.predictors import _PROBE_ROWS
 from tilecast.tiles.ops import FAMILIES, MOE_MLA_FAMILIES
+from tilecast.training.promotion import alias_versions, promote
 
 EXAMPLE = {"bmm": {"OPName": "bmm", "B": 2, "M": 64, "N": 64, "K": 64},
            "linear": {"OPName": "linear", "B": 1, "M": 64, "N": 64, "K": 64},

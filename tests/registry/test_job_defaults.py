@@ -9,10 +9,10 @@ import yaml
 
 from tilecast.paths import CONF_DIR
 from tilecast.registry.forecaster import predictor_source
-from tilecast.registry.promotion import PromotionPolicy, promote, rollback
-from tilecast.registry.training import TrainSpec
 from tilecast.scoring.predictors import families_for
 from tilecast.tiles.ops import FP32_FAMILIES
+from tilecast.training.promotion import PromotionPolicy, promote, rollback
+from tilecast.training.train import TrainSpec
 
 from .helpers import trained
 

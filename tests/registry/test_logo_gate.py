@@ -14,9 +14,9 @@ from tests.registry.helpers import compose_job, job_main, trained
 from tilecast.predictors import training_rows
 from tilecast.predictors.design import predictor_defaults
 from tilecast.predictors.logo import run_logo
-from tilecast.registry import promotion
-from tilecast.registry.promotion import LogoFigure, PromotionPolicy, PromotionRefused, SuiteScore, alias_versions
 from tilecast.tiles.ops import FP32_FAMILIES
+from tilecast.training import promotion
+from tilecast.training.promotion import LogoFigure, PromotionPolicy, PromotionRefused, SuiteScore, alias_versions
 
 FAM = "softmax"
 

@@ -1,7 +1,7 @@
 """Issue 27 item 19: the families of a training run are fitted at once (threads, one writer on the store): the
 registered versions and their figures are those of fitting one after the other."""
 
-from tilecast.registry.training import TrainSpec, fit_families, train
+from tilecast.training.train import TrainSpec, fit_families, train
 
 SPEC = TrainSpec("xgboost", {"rounds": 10}, families=("softmax", "layernorm", "linear"), max_rows=300,
                  experiment="parallel-train", logo=False)

@@ -20,8 +20,8 @@ from tilecast.paths import ROOT
 from tilecast.registry.aliases import alias_history
 from tilecast.registry.forecaster import BUNDLE_TAG, FORECASTER_NAME, bundle_of
 from tilecast.registry.models import model_name
-from tilecast.registry.promotion import PromotionPolicy, promote
 from tilecast.tiles.ops import FP32_FAMILIES
+from tilecast.training.promotion import PromotionPolicy, promote
 
 from .conftest import pointed_at
 from .helpers import trained

@@ -1,4 +1,4 @@
-"""Promotion gates, refusal, first promotion, history and rollback (registry/promotion.py) on a real sqlite store."""
+"""Promotion gates, refusal, first promotion, history and rollback (training/promotion.py) on a real sqlite store."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from tests.registry.helpers import trained
 from tilecast.paths import ROOT
 from tilecast.registry.aliases import alias_history
 from tilecast.registry.forecaster import BUNDLE_TAG, FORECASTER_NAME, bundle_of
-from tilecast.registry.promotion import (
+from tilecast.registry.tracking import ENV_VAR
+from tilecast.tiles.ops import FAMILIES
+from tilecast.training.promotion import (
     PromotionPolicy,
     PromotionRefused,
     SuiteScore,
@@ -23,8 +25,6 @@ from tilecast.registry.promotion import (
     promote,
     rollback,
 )
-from tilecast.registry.tracking import ENV_VAR
-from tilecast.tiles.ops import FAMILIES
 
 
 def score(e2e: float, kernel: dict[str, float], versions: dict[str, str] | None = None, failed: int = 0):

@@ -34,8 +34,8 @@ from tilecast.registry import (
     load_predictor,
     resolve_alias,
 )
-from tilecast.registry.training import TrainSpec, train_family
 from tilecast.specs import get_gpu
+from tilecast.training.train import TrainSpec, train_family
 
 FAMILY = "bmm"
 TINY = {"rounds": 20, "max_depth": 4, "tile_chooser": "nearest"}  # seconds, not minutes

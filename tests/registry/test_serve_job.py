@@ -20,8 +20,8 @@ import pytest
 
 from tilecast.forecast import forecast
 from tilecast.paths import ROOT
-from tilecast.registry.promotion import PromotionPolicy, promote
 from tilecast.tiles.ops import FP32_FAMILIES
+from tilecast.training.promotion import PromotionPolicy, promote
 
 from .conftest import pointed_at
 from .helpers import free_port, stop_group, trained

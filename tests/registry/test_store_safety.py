@@ -30,8 +30,8 @@ from tilecast.paths import ROOT
 from tilecast.registry import configure, forecast_from_registry, load_predictor
 from tilecast.registry.local_store import ReadOnlyStoreError, forget, prepare_store, state_of
 from tilecast.registry.models import MANIFEST_TAG, PREDICTOR_ARTIFACT, ModelIntegrityError
-from tilecast.registry.training import TrainSpec, train
 from tilecast.tiles.ops import FAMILIES
+from tilecast.training.train import TrainSpec, train
 
 TINY_XGB = {"rounds": 10, "max_depth": 3, "tile_chooser": "nearest"}
 

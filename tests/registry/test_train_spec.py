@@ -10,7 +10,7 @@ import pytest
 
 from tilecast.paths import ROOT
 from tilecast.predictors import fit_predictor
-from tilecast.registry.training import TrainSpec
+from tilecast.training.train import TrainSpec
 
 
 @pytest.mark.parametrize(("kw", "match"), [

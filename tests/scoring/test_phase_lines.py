@@ -1,5 +1,5 @@
 """Issue 27 item 14: long work says what it does in a log: one line per phase (start, and end with counts and
-elapsed seconds) when stdout is a file, under CI too; no Dask nanny shutdown warnings."""
+elapsed seconds and CPU-seconds) when stdout is a file, under CI too; no Dask nanny shutdown warnings."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def test_score_and_nightly_log_one_line_per_phase(tmp_path):
         assert rc == 0, text[-3000:]
         for name in ("graphs", "forecast"):
             assert re.search(rf"{name}: .* \.\.\.$", text, re.M), (job, name, text[-2000:])
-            assert re.search(rf"{name}: .*\(\d+\.\d s\)$", text, re.M), (job, name, text[-2000:])
+            assert re.search(rf"{name}: .*\(\d+\.\d s, \d+\.\d CPU-s\)$", text, re.M), (job, name, text[-2000:])
         assert "distributed.nanny" not in text
     nightly = dict((j, t) for j, _, t in done)["nightly"]
     for name in ("champions", "prepare", "report", "mlflow"):
-        assert re.search(rf"{name}: .*\(\d+\.\d s\)$", nightly, re.M), (name, nightly[-2000:])
+        assert re.search(rf"{name}: .*\(\d+\.\d s, \d+\.\d CPU-s\)$", nightly, re.M), (name, nightly[-2000:])

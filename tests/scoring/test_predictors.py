@@ -60,7 +60,7 @@ def test_a_gpu_whose_prediction_fails_is_the_only_one_with_an_error(distinct):
 def test_latency_chunk_shape_and_source_checks(distinct):
     ms, errors = latency_chunk(PredictorSource("roofline"), distinct, GPUS)
     assert ms.shape == (len(distinct), len(GPUS)) and errors == {} and np.isfinite(ms).all()
-    with pytest.raises(ValueError, match="unknown predictor 'magic'"):
+    with pytest.raises(ValueError, match="unknown forecaster 'magic'"):
         resolve_source("magic")
 
 

@@ -47,10 +47,8 @@ def test_an_oversized_grid_is_refused_before_it_is_expanded(tmp_path):
 
 
 def test_the_size_limit_is_one_default():
-    from omegaconf import OmegaConf
-
-    from tilecast.paths import CONF_DIR
+    from tilecast.cli import conf_defaults
     from tilecast.pipelines.score import ScoreSettings
 
     for job in ("score", "nightly"):
-        assert OmegaConf.load(CONF_DIR / f"{job}.yaml").max_cells == ScoreSettings.max_cells, job
+        assert conf_defaults(job)["max_cells"] == ScoreSettings.max_cells, job  # the job's schema and conf file

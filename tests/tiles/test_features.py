@@ -10,7 +10,7 @@ from tilecast.data import load_kernels
 from tilecast.specs import get_gpu
 from tilecast.tiles.features import FEATURE_BUILDERS, OP_CODES, default_features
 from tilecast.tiles.gemm import gemm_waves, profiled_tiles
-from tilecast.tiles.roofline import kernel_flops_bytes, roofline_ms, spec_frame
+from tilecast.tiles.roofline import kernel_flops_bytes, roofline_ms, roofline_regime, spec_frame
 
 TABLES = {"bmm": "bmm", "linear": "linear", "elementwise": "elem", "softmax": "softmax", "layernorm": "ln"}
 
@@ -69,3 +69,24 @@ def test_amd_gemm_features_see_the_matrix_core_rate_and_nvidia_the_cuda_core_rat
     w = gemm_waves(nv, profiled_tiles(nv), np.full(len(nv), float(l4.num_sm)))
     np.testing.assert_allclose(x["log_tile_compute_us"], np.log2(w["tile_flops"] / (l4.fp32_gflops * 1e9 / l4.num_sm)
                                                                  * 1e6), rtol=1e-12)
+
+
+def test_attention_candidate_features_see_head_dim_padding_and_split_kv():
+    """Issue 26 item 2: a 192 head dim runs a 256 kernel; a short decode batch over a long cache splits the cache
+    over the idle SMs (at most one split per 256 keys), a batch that fills the SMs does not."""
+    rows = pd.DataFrame({"OPName": "attn_decode", "B": [1, 1, 512, 1], "M": 1, "N": [65536, 65536, 65536, 300],
+                         "K": [128, 192, 128, 128], "H": 32, "Hkv": 8, "dtype": "bfloat16", "kv_dtype": "bfloat16",
+                         "Device": get_gpu("b200").device_name})
+    x = _features("attn_decode", rows, get_gpu("b200"))
+    assert list(x["log_k_padding"]) == pytest.approx([0.0, np.log2(256 / 192), 0.0, 0.0])
+    sms = get_gpu("b200").num_sm
+    assert list(x["log_kv_splits"]) == pytest.approx([np.log2(np.ceil(sms / 8)), np.log2(np.ceil(sms / 8)), 0.0,
+                                                      np.log2(2)])
+    assert ((x["split_wave_fill"] > 0) & (x["split_wave_fill"] <= 1)).all()
+
+
+def test_roofline_regime_tells_compute_from_memory_bound():
+    rows = pd.DataFrame({"OPName": ["linear", "linear", "add"], "B": [1, 1, 4096], "M": [8192, 1, 0],
+                         "N": [8192, 8192, 0], "K": [8192, 8192, 0], "H": [0, 0, 4096]})
+    got = roofline_regime(rows, get_gpu("a100_pcie_40gb"))
+    assert got[0] > 1 and got[1] < -1 and got[2] < -1  # a square GEMM; a matrix-vector product; an add

@@ -159,7 +159,7 @@ def plan_serving(rows: pd.DataFrame, predict: Callable | None = None,
             plan.cost[j] = costs[gpu]
             memory = serve_memory(plan.workload[j], get_gpu(gpu), policy.kv_memory_fraction)
             plan.fits[j] = memory.fits
-            plan.kv_tokens[j] = kv_capacity_tokens(memory)
+            plan.kv_tokens[j] = kv_capacity_tokens(memory, plan.workload[j].dtype)
     return plan
 
 

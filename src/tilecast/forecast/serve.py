@@ -285,9 +285,16 @@ def fitting_concurrency(capacity: Any, weights: Any, workspace: Any, per_token: 
     return np.maximum(0, np.floor_divide(free, per_token * np.asarray(tokens_per_request))).astype(np.int64)
 
 
-def kv_capacity_tokens(memory: ServeMemory) -> float:
-    """Tokens the KV cache holds beside the weights and workspace (per GPU, so per replica)."""
-    return max(0.0, memory.capacity_bytes - memory.weights_bytes - memory.workspace_bytes) / memory.kv_bytes_per_token
+#: quantised serving stores the KV cache in fp8: the ModelOpt FP8 / NVFP4 recipes the engines load say
+#: ``kv_cache_quant_algo: FP8`` (AIConfigurator's ``model_configs/*_hf_quant_config.json``), halving a token's bytes
+KV_CACHE_SCALE = {"fp8": 0.5, "fp4": 0.5}
+
+
+def kv_capacity_tokens(memory: ServeMemory, dtype: str | None = None) -> float:
+    """Tokens the engine's KV cache holds beside the weights and workspace (per GPU, so per replica), the cache in
+    fp8 for an fp8 / fp4 workload (:data:`KV_CACHE_SCALE`)."""
+    per_token = memory.kv_bytes_per_token * KV_CACHE_SCALE.get(str(dtype), 1.0)
+    return max(0.0, memory.capacity_bytes - memory.weights_bytes - memory.workspace_bytes) / per_token
 
 
 def serve_memory(sw: ServeWorkload, gpu: GpuSpec, usable_fraction: float = SERVE_USABLE_FRACTION,
@@ -322,8 +329,10 @@ def forecast_serve(sw: ServeWorkload, gpu: GpuSpec | str, predict: FamilyPredict
     cost = step_costs(sw.model, sw.dtype, sw.parallel, [gpu], predict, policy, version)[gpu.key]
     frac = policy.kv_memory_fraction if usable_fraction is None else usable_fraction
     memory = serve_memory(sw, gpu, frac, reserve_gib)
-    st = steady_state(cost, sw.isl, sw.osl, sw.concurrency, kv_tokens=kv_capacity_tokens(memory))
+    st = steady_state(cost, sw.isl, sw.osl, sw.concurrency, kv_tokens=kv_capacity_tokens(memory, sw.dtype))
     return ServeForecast(sw.model.key, gpu.key, sw.dtype, sw.tp, sw.isl, sw.osl, sw.concurrency,
                          float(st["prefill_step_ms"]), float(st["decode_step_ms"]), float(st["ttft_ms"]),
-                         float(st["tpot_ms"]), memory, memory.max_concurrency(sw.isl + sw.osl), {}, sw.n_gpus,
+                         float(st["tpot_ms"]), memory, memory.max_concurrency(sw.isl + sw.osl),
+                         cost.breakdown_ms(sw.isl),
+                         sw.n_gpus,
                          sw.layout.tag if sw.layout is not None else None, policy.engine)

@@ -24,10 +24,10 @@ from tilecast.evaluation.serving import serving_summary
 from tilecast.evaluation.suite import ape_summary, forecast_labels, headline
 from tilecast.forecast.intervals import check_level
 from tilecast.paths import resolve
-from tilecast.predictors import PREDICTORS, KernelPredictor
+from tilecast.predictors import KernelPredictor
 from tilecast.predictors.rows import UNSEEN_GPUS
+from tilecast.predictors.sources import resolve_predictors
 from tilecast.registry.forecaster import as_family_predictor
-from tilecast.registry.kernel_forecast import load_registry_predictor
 from tilecast.registry.lineage import log_lineage
 from tilecast.registry.tracking import ensure_experiment
 from tilecast.specs import get_gpu
@@ -83,14 +83,10 @@ def load_labels(labels_dir: str | None) -> LabelSet:
 
 
 def load_predictors(forecaster: str, alias: str) -> tuple[dict[str, KernelPredictor], dict[str, str], list[str]]:
-    """One predictor per family: ``registry`` (``@alias``, spec only: stored calibrations are not applied)
-    or ``roofline``; the versions used and notes for people."""
-    if forecaster == "registry":
-        rp = load_registry_predictor(alias, FP32_FAMILIES, calibrate=False)  # the labels are fp32
-        return {f: lp.predictor for f, lp in rp.loaded.items()}, rp.versions, list(rp.notes)
-    if forecaster == "roofline":
-        return {f: PREDICTORS["roofline"].fit(f, None) for f in FP32_FAMILIES}, {}, []
-    raise UserError(f"unknown forecaster {forecaster!r}; known: registry, roofline")
+    """One predictor per fp32 family (the labels are fp32), spec only (stored calibrations are not applied here):
+    :func:`tilecast.predictors.sources.resolve_predictors`; the versions used and notes for people."""
+    resolved = resolve_predictors(forecaster, alias, FP32_FAMILIES, calibrate=False)
+    return resolved.predictors, resolved.versions, list(resolved.notes)
 
 
 def evaluate(settings: EvaluationSettings) -> EvaluationResult:

@@ -3,7 +3,7 @@
 1. Every family the matrix's dtypes need (:func:`tilecast.scoring.predictors.families_for`: the fp32
    families, plus the tensor-core ones for other dtypes) needs ``tilecast-<family>@champion``; when some
    lack one, train those families (``@challenger``) and promote them
-   (:func:`tilecast.registry.promotion.promote`).
+   (:func:`tilecast.training.promotion.promote`).
 2. Score the matrix with the champions (pinned versions), write the report and the comparison with
    the previous run of the same matrix, all into one staging folder that replaces
    ``<output_dir>/<date>/`` atomically: a rerun on the same date never duplicates rows or leaves
@@ -62,7 +62,7 @@ class NightlyResult:
 
 def missing_champions(families: tuple[str, ...] = FAMILIES) -> list[str]:
     """Families without ``@champion`` (no fallback to ``@challenger`` here)."""
-    from tilecast.registry.promotion import CHAMPION, alias_versions
+    from tilecast.training.promotion import CHAMPION, alias_versions
 
     return [f for f, v in alias_versions(CHAMPION, families).items() if v is None]
 
@@ -73,13 +73,14 @@ def ensure_champion(settings: NightlySettings, config_yaml: str | None = None) -
     missing = missing_champions(families_for(load_matrix(settings.score.matrix).dtypes))
     if not missing:
         return ()
-    from tilecast.registry.promotion import PromotionPolicy, promote
-    from tilecast.registry.training import TrainSpec, default_workers, train
+    from tilecast.training.promotion import PromotionPolicy, promote
+    from tilecast.training.train import TrainSpec, default_workers, train
 
     log.warning("no @champion for %s: training and promoting them first", ", ".join(missing))
     spec = TrainSpec(**{"predictor": "xgboost", **dict(settings.train), "families": tuple(missing)})
-    train(spec, config_yaml, workers=default_workers())  # the families' fits at once, one per core
-    promote(missing, PromotionPolicy(**dict(settings.promote_policy)), config_yaml=config_yaml)
+    results = train(spec, config_yaml, workers=default_workers())  # the families' fits at once, one per core
+    promote(missing, PromotionPolicy(**dict(settings.promote_policy)), config_yaml=config_yaml,
+            trained={r.family: (r.version, r.predictor) for r in results})  # in memory: not loaded back
     return tuple(missing)
 
 
@@ -87,8 +88,8 @@ def check_bootstrap(train: Mapping[str, Any], promote: Mapping[str, Any]) -> Non
     """Validate the ``train`` / ``promote`` sections (used only when a champion is missing) before any work:
     a bad one must not surface after a night of scoring, nor be ignored."""
     from tilecast.cli import check_fields
-    from tilecast.registry.promotion import PromotionPolicy
-    from tilecast.registry.training import TrainSpec
+    from tilecast.training.promotion import PromotionPolicy
+    from tilecast.training.train import TrainSpec
 
     check_fields("train", TrainSpec, train)
     check_fields("promote", PromotionPolicy, promote)

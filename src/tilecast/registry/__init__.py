@@ -1,5 +1,7 @@
 """MLflow side of tilecast: tracking configuration, registered per-family predictors, aliases with history,
-per-GPU calibrations, training runs and kernel forecasts from the registry.
+per-GPU calibrations and kernel forecasts from the registry. Training and promotion are :mod:`tilecast.training`
+(they record through this package); choosing the registry or the roofline is
+:func:`tilecast.predictors.sources.resolve_predictors`.
 
 Names: ``tilecast-<family>`` (aliases ``@challenger`` set by training, ``@champion`` only by promotion) and
 ``tilecast-calibration-<gpu key>`` (alias ``@current``). Every alias move is recorded, safely under concurrent
@@ -18,7 +20,6 @@ from tilecast.registry.calibrations import (
 from tilecast.registry.kernel_forecast import (
     RegistryKernelForecast,
     RegistryPredictor,
-    family_predictor,
     forecast_from_registry,
     load_registry_predictor,
 )
@@ -38,6 +39,6 @@ from tilecast.registry.tracking import TrackingError, configure, default_trackin
 __all__ = ["DEFAULT_ALIAS", "AliasMove", "CalibrationSet", "FamilyCalibration", "IncompatibleModelError",
            "LoadedPredictor", "NothingToRollBack", "RegistryError",
            "RegistryKernelForecast", "RegistryPredictor", "Resolved", "TrackingError", "alias_history", "configure",
-           "default_tracking_uri", "ensure_experiment", "family_predictor", "forecast_from_registry",
+           "default_tracking_uri", "ensure_experiment", "forecast_from_registry",
            "load_calibration", "load_predictor", "load_registry_predictor", "log_predictor", "model_name",
            "move_alias", "resolve_alias", "roll_back", "rollback_calibration", "save_calibration"]

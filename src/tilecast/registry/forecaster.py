@@ -52,7 +52,6 @@ from tilecast.forecast import (
     forecast,
     forecast_frame,
     op_latency_ms,
-    roofline_predictor,
     stack_frames,
     summarise_many,
     workload_frame,
@@ -61,8 +60,8 @@ from tilecast.forecast.intervals import DEFAULT_LEVEL, IntervalTable, check_leve
 from tilecast.forecast.workload import check_gpu_dtype
 from tilecast.graph.parallel import parse_parallel
 from tilecast.predictors import PREDICTORS, KernelPredictor
+from tilecast.predictors.sources import FORECASTERS
 from tilecast.registry.aliases import move_alias
-from tilecast.registry.kernel_forecast import family_predictor
 from tilecast.registry.models import (
     PREDICTOR_ARTIFACT,
     ModelIntegrityError,
@@ -87,8 +86,8 @@ INPUT_COLUMNS = ("model", "gpu", "batch", "seq_len", "mode")
 INTERVAL_COLUMNS = ("pred_lo_ms", "pred_hi_ms", "interval_note")
 OUTPUT_COLUMNS = ("model", "gpu", "batch", "seq_len", "mode", "parallel", "fused", *SUMMARY_KEYS,
                   *INTERVAL_COLUMNS, "error")
-#: forecaster name -> how to get a FamilyPredictor and the versions it uses
-SOURCES = ("registry", "roofline")
+#: the forecasters a request can name (one list: :data:`tilecast.predictors.sources.FORECASTERS`)
+SOURCES = FORECASTERS
 #: environment variable of the server's row cap per request, and its default
 MAX_ROWS_ENV, DEFAULT_MAX_ROWS = "TILECAST_SERVE_MAX_ROWS", 10_000
 
@@ -111,16 +110,14 @@ def as_family_predictor(predictors: Mapping[str, KernelPredictor]) -> FamilyPred
 
 def predictor_source(source: str = "registry", alias: str = "champion", calibrate: bool = True,
                      dtypes: Iterable[str] = ("fp32",)) -> tuple[FamilyPredictor, dict[str, str]]:
-    """``registry``: ``tilecast-<family>@<alias>`` of the families a workload of ``dtypes`` uses, and only those
-    (champion falls back to challenger; stored per-GPU calibrations applied when ``calibrate``); ``roofline``:
-    the spec-sheet roofline (no versions)."""
-    if source == "roofline":
-        return roofline_predictor, {}
-    if source == "registry":
-        from tilecast.scoring.predictors import families_for
+    """The predictors of the families a workload of ``dtypes`` uses, and only those
+    (:func:`tilecast.predictors.sources.resolve_predictors`: ``registry`` champion, falling back to challenger, with the
+    stored per-GPU calibrations when ``calibrate``; ``roofline``: the spec sheet, no versions)."""
+    from tilecast.predictors.sources import resolve_predictors
+    from tilecast.scoring.predictors import families_for
 
-        return family_predictor(alias, families_for(dtypes), calibrate=calibrate)
-    raise UserError(f"unknown forecaster {source!r}; known: {', '.join(SOURCES)}")
+    resolved = resolve_predictors(source, alias, families_for(dtypes), calibrate)
+    return resolved.predict, resolved.versions
 
 
 def _optional(value: Any, default: Any) -> Any:
@@ -449,17 +446,16 @@ def predict_workload(model, gpu, batch: int, seq_len: int, mode: str, parallel: 
 
 
 def predict_serve(sw, gpu, source: str = "registry", alias: str = "champion", calibrate: bool = True,
-                  pricing: Any = None, interval_level: float | None = None, policy: Any = None
-                  ) -> tuple[Any, dict[str, Any]]:
-    """Forecast one serve workload (:class:`tilecast.forecast.serve.ServeWorkload`) served by the engine of
-    ``policy`` (an :class:`~tilecast.serving.policy.EnginePolicy`; default: the default engine's): (``ServeForecast``,
-    JSON record with the cost per 1M output tokens when ``pricing`` prices the GPU, and TTFT / TPOT intervals)."""
-    from tilecast.forecast.serve import DEFAULT_ENGINE, forecast_serve
+                  pricing: Any = None, interval_level: float | None = None, engine: str = "vllm",
+                  engine_version: str | None = None, policy: Any = None) -> tuple[Any, dict[str, Any]]:
+    """Forecast one serve workload (:class:`tilecast.forecast.serve.ServeWorkload`) as ``engine`` serves it:
+    (``ServeForecast``, JSON record with the cost per 1M output tokens when ``pricing`` prices the GPU, and TTFT /
+    TPOT intervals)."""
+    from tilecast.forecast.serve import forecast_serve
 
     level = check_level(interval_level)
     predict, versions = predictor_source(source, alias, calibrate, dtypes=(sw.dtype,))
-    fc = forecast_serve(sw, gpu, predict, engine=policy.engine if policy is not None else DEFAULT_ENGINE,
-                        policy=policy)
+    fc = forecast_serve(sw, gpu, predict, engine, engine_version, policy)
     record = {**fc.to_dict(), "forecaster": source, "alias": alias if source == "registry" else None,
               "versions": {f: str(v) for f, v in versions.items()}, "notes": list(getattr(predict, "notes", []))}
     record.update(record_interval(record, gpu, level))

@@ -1,7 +1,8 @@
 """Kernel forecasts from the registry: ``tilecast-<family>@<alias>`` per family, per-GPU calibration applied.
 
-:func:`family_predictor` is the :data:`~tilecast.forecast.kernels.FamilyPredictor` the forecast and
-scoring code plug in; :func:`forecast_from_registry` is the kernel-table job's path (input columns
+:func:`load_registry_predictor` is the registry half of :func:`tilecast.predictors.sources.resolve_predictors` (where
+every job chooses between the registry and the roofline, once); :func:`forecast_from_registry` is the kernel-table job's
+path (input columns
 plus ``pred_ms``, plus a ``calibration`` column naming the calibration when one was applied).
 """
 
@@ -15,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tilecast.errors import UserError
-from tilecast.forecast.kernels import FamilyPredictor, forecast_kernels
+from tilecast.forecast.kernels import forecast_kernels
 from tilecast.registry.calibrations import CalibrationSet, load_calibration
 from tilecast.registry.models import DEFAULT_ALIAS, LoadedPredictor, load_predictor
 from tilecast.specs import GpuSpec, get_gpu
@@ -98,13 +99,6 @@ def load_registry_predictor(alias: str = DEFAULT_ALIAS, families: Iterable[str] 
     """Load ``tilecast-<family>@<alias>`` for every family (champion falls back to challenger)."""
     loaded = {fam: load_predictor(fam, alias) for fam in dict.fromkeys(families)}
     return RegistryPredictor(loaded, calibrate=calibrate)
-
-
-def family_predictor(alias: str = DEFAULT_ALIAS, families: Iterable[str] = FAMILIES,
-                     calibrate: bool = True) -> tuple[FamilyPredictor, dict[str, str]]:
-    """A FamilyPredictor over the registered models and the version used per family (loaded once)."""
-    rp = load_registry_predictor(alias, families, calibrate)
-    return rp, rp.versions
 
 
 @dataclass

@@ -456,7 +456,7 @@ def score_grid(cells: pd.DataFrame, client: Client, source: PredictorSource, pri
         grid = serve.engine_summaries(dd.rows, dd.distinct, op_ms, ok_info, gpu_keys, token, decode) \
             if len(ok_info) else summary
         served = serve.assemble(serve_cells, serve_ids, grid, info[["graph_id", "graph_error"]], op_errors,
-                                serve_unsupported, pricing)
+                                serve_unsupported, pricing, learned=source.kind != "roofline")
         served = with_intervals(served, {"ttft_ms": "ttft", "tpot_ms": "tpot"}, mode="serve")
         served["predictor"] = source.label
         served["versions"] = source.versions_json()

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tilecast.errors import UserError
 from tilecast.forecast.kernels import FamilyPredictor
 from tilecast.forecast.ops import op_latency_matrix
+from tilecast.predictors.sources import FORECASTERS, check_forecaster
 from tilecast.specs import GpuSpec, get_gpu
 from tilecast.tiles.dtypes import HALF_DTYPES, TENSOR_DTYPES, op_dtype
 from tilecast.tiles.ops import FAMILIES, FP32_FAMILIES, TENSOR_FAMILIES
@@ -38,7 +38,7 @@ from tilecast.tiles.roofline import roofline_ms
 
 log = logging.getLogger(__name__)
 
-KINDS = ("registry", "roofline")
+KINDS = FORECASTERS
 
 
 @dataclass(frozen=True)
@@ -96,9 +96,7 @@ def resolve_source(kind: str = "registry", alias: str = "champion", tracking_uri
 
     A family in ``optional`` without a registered model is recorded in ``missing`` (its cells will carry
     the error); any other family without one raises :class:`~tilecast.registry.RegistryError`."""
-    if kind not in KINDS:
-        raise UserError(f"unknown predictor {kind!r}; known: {', '.join(KINDS)}")
-    if kind == "roofline":
+    if check_forecaster(kind) == "roofline":
         return PredictorSource("roofline")
     from tilecast.registry.models import RegistryError, resolve_alias
     from tilecast.registry.tracking import configure

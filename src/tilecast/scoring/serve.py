@@ -22,6 +22,7 @@ import pandas as pd
 
 from tilecast.forecast.serve import (
     DEFAULT_ENGINE,
+    KV_CACHE_SCALE,
     SERVE_RESERVE_GIB,
     ServeWorkload,
     capacity_bytes,
@@ -31,13 +32,13 @@ from tilecast.forecast.serve import (
     tokens_per_s_per_gpu,
 )
 from tilecast.scoring.aggregate import summarise_cells
-from tilecast.serving.engine_allreduce import engine_comm
-from tilecast.serving.policy import engine_policy
-from tilecast.serving.steady import steady_state
-from tilecast.serving.step import config_fp8_gemms, costs_from_summaries, grid_keys
 from tilecast.scoring.matrix import BUILD_KEYS, NO_PARALLEL, SERVE_KEYS
 from tilecast.scoring.metrics import GIB, S_PER_HOUR
 from tilecast.scoring.pricing import Pricing
+from tilecast.serving.engine_allreduce import engine_comm
+from tilecast.serving.policy import engine_policy
+from tilecast.serving.steady import steady_state
+from tilecast.serving.step import DECODE_ATTN, PREFILL_ATTN, config_fp8_gemms, costs_from_arrays, grid_keys
 from tilecast.specs import SpecError, get_gpu, get_model
 
 #: the grid's graphs, one role each (:func:`tilecast.serving.step.grid_keys`)
@@ -72,9 +73,11 @@ def component_keys(cells: pd.DataFrame) -> tuple[np.ndarray, dict[str, pd.DataFr
     parallel = np.where(conf["tp"].to_numpy() > 1, "tp" + conf["tp"].astype(str), NO_PARALLEL)
     base = {"model": conf["model"].to_numpy(), "mode": "inference", "parallel": parallel, "fused": False,
             "dtype": conf["dtype"].to_numpy(), "serving": True}
-    out = {role: pd.DataFrame({**base, "batch": g.batch, "seq_len": g.seq_len, "kv_len": g.kv_len},
-                              index=conf.index)[list(BUILD_KEYS)]
-           for role, g in zip(ROLES, GRID.itertuples(), strict=True)}
+    grids = [grid_keys(get_model(m).max_positions) for m in conf["model"]]
+    out = {role: pd.DataFrame({**base, "batch": [g.at[i, "batch"] for g in grids],
+                               "seq_len": [g.at[i, "seq_len"] for g in grids],
+                               "kv_len": [g.at[i, "kv_len"] for g in grids]}, index=conf.index)[list(BUILD_KEYS)]
+           for i, role in enumerate(ROLES)}
     return codes, out
 
 
@@ -125,15 +128,15 @@ def _memory(cells: pd.DataFrame) -> pd.DataFrame:
 
 def assemble(cells: pd.DataFrame, graph_ids: tuple[np.ndarray, dict[str, np.ndarray]], summary: pd.DataFrame,
              info: pd.DataFrame, forecast_errors: pd.DataFrame, unsupported: dict[tuple[str, str], str],
-             pricing: Pricing) -> pd.DataFrame:
+             pricing: Pricing, learned: bool = True) -> pd.DataFrame:
     """The serve table's numbers per cell (columns of :data:`tilecast.scoring.schema.SERVE_SCHEMA` except
     provenance). ``graph_ids``: each cell's configuration code (-1 for an invalid workload) and per role each
     configuration's graph; ``summary``: :func:`engine_summaries`; ``info``: ``graph_id, graph_error``;
     ``forecast_errors``: ``graph_id, gpu, forecast_error``; ``cells``: :data:`SERVE_KEYS`, ``n_gpus`` and
-    ``workload_error``."""
+    ``workload_error``; ``learned``: the kernels come from learned predictors (their fp8 GEMMs give back the fused
+    activation quantisation, :data:`tilecast.serving.step.FUSED_QUANT_MS`), not the roofline."""
     out = cells.reset_index(drop=True).copy()
     codes, ids = graph_ids
-    lookup = summary.set_index(["graph_id", "gpu"])
     gerr = info.set_index("graph_id")["graph_error"]
     ferr = forecast_errors.set_index(["graph_id", "gpu"])["forecast_error"]
     errors = [out["workload_error"]]
@@ -148,27 +151,47 @@ def assemble(cells: pd.DataFrame, graph_ids: tuple[np.ndarray, dict[str, np.ndar
     mem = _memory(out)
     cap = out["gpu"].map({g: capacity_bytes(get_gpu(g), policy.kv_memory_fraction, SERVE_RESERVE_GIB)
                           for g in pd.unique(out["gpu"])}).to_numpy(dtype=float)
+    kv_scale = out["dtype"].map(lambda d: KV_CACHE_SCALE.get(str(d), 1.0)).to_numpy(dtype=float)
     kv_tokens = np.maximum(cap - mem["weights_b"].to_numpy() - mem["workspace_b"].to_numpy(), 0.0) \
-        / mem["per_token_b"].to_numpy()
+        / (mem["per_token_b"].to_numpy() * kv_scale)
     kv_tokens = np.where(np.isfinite(kv_tokens), kv_tokens, np.inf)
     valid = codes >= 0
-    frame = pd.DataFrame({"code": codes, "gpu": out["gpu"].to_numpy()})[valid]
-    for (code, gpu), idx in frame.groupby(["code", "gpu"], sort=False).groups.items():
-        idx = np.asarray(idx)
-        gids = [int(ids[r][code]) for r in ROLES]
-        hit = lookup.reindex(pd.MultiIndex.from_arrays([gids, [gpu] * len(gids)]))
-        bad = hit["e2e_ms"].isna().to_numpy() | (hit["nan_ops"].fillna(0).to_numpy() > 0)
+    # the summaries as dense (graph, GPU) arrays: one gather per (configuration, GPU)
+    gpu_list = list(pd.unique(out["gpu"]))
+    gcode = {g: j for j, g in enumerate(gpu_list)}
+    n_graph = int(summary["graph_id"].max()) + 1 if len(summary) else 1
+    dense = {k: np.full((n_graph, len(gpu_list)), np.nan) for k in ("e2e", "ap", "ad")}
+    bad_ops = np.zeros((n_graph, len(gpu_list)), dtype=bool)
+    known = summary["gpu"].isin(gcode).to_numpy()
+    s_g = summary["graph_id"].to_numpy(dtype=np.int64)[known]
+    s_j = summary["gpu"].map(gcode).to_numpy()[known].astype(np.int64)
+    cols = {"e2e": ("e2e_ms",), "ap": PREFILL_ATTN, "ad": DECODE_ATTN}
+    for k, names in cols.items():
+        vals = summary["e2e_ms"].to_numpy(float) if k == "e2e" else sum(
+            (summary[c].fillna(0.0).to_numpy(float) for c in names if c in summary), np.zeros(len(summary)))
+        dense[k][s_g, s_j] = vals[known]
+    bad_ops[s_g, s_j] = summary["nan_ops"].fillna(0).to_numpy()[known] > 0
+    role_ids = np.stack([ids[r] for r in ROLES], axis=1) if len(ROLES) else np.zeros((0, 0), int)
+    n_tok = len(token_roles)
+    model_a, dtype_a, tp_a = (out[k].to_numpy() for k in ("model", "dtype", "tp"))
+    isl_a, osl_a, conc_a = (out[k].to_numpy() for k in ("isl", "osl", "concurrency"))
+    cell_gpu = out["gpu"].map(gcode).to_numpy()
+    frame = pd.DataFrame({"code": codes, "gpu": cell_gpu})[valid]
+    for (code, j), idx in frame.groupby(["code", "gpu"], sort=False).indices.items():
+        idx = frame.index.to_numpy()[idx]
+        gids = role_ids[code]
+        e2e, ap, ad = dense["e2e"][gids, j], dense["ap"][gids, j], dense["ad"][gids, j]
+        bad = np.isnan(e2e) | bad_ops[gids, j]
         if bad.any():
-            k = int(np.flatnonzero(bad)[0])
-            grid_error[idx] = gerr.get(gids[k]) or ferr.get((gids[k], gpu)) or "a step-cost graph has no forecast"
+            k = int(gids[np.flatnonzero(bad)[0]])
+            grid_error[idx] = gerr.get(k) or ferr.get((k, gpu_list[j])) or "a step-cost graph has no forecast"
             continue
-        model, dtype, tp = out.loc[idx[0], ["model", "dtype", "tp"]]
-        spec = get_model(model)
-        parallel = f"tp{int(tp)}" if int(tp) > 1 else None
-        cost = costs_from_summaries(hit.iloc[: len(token_roles)], hit.iloc[len(token_roles):], spec.num_layers,
-                                    policy, config_fp8_gemms(spec, str(dtype), parallel))
-        st = steady_state(cost, out["isl"].to_numpy()[idx], out["osl"].to_numpy()[idx],
-                          out["concurrency"].to_numpy()[idx], kv_tokens=kv_tokens[idx])
+        i0 = idx[0]
+        spec = get_model(model_a[i0])
+        parallel = f"tp{int(tp_a[i0])}" if int(tp_a[i0]) > 1 else None
+        cost = costs_from_arrays(e2e[:n_tok], ap[:n_tok], e2e[n_tok:], ad[n_tok:], spec.num_layers, policy,
+                                 config_fp8_gemms(spec, str(dtype_a[i0]), parallel) if learned else 0.0)
+        st = steady_state(cost, isl_a[idx], osl_a[idx], conc_a[idx], kv_tokens=kv_tokens[idx])
         res["ttft_ms"][idx], res["tpot_ms"][idx] = st["ttft_ms"], st["tpot_ms"]
         res["prefill_ms"][idx], res["decode_step_ms"][idx] = st["prefill_step_ms"], st["decode_step_ms"]
     assert len(decode_roles) + len(token_roles) == len(ROLES)

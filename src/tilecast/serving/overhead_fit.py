@@ -75,7 +75,7 @@ def fit_overheads(plan: ServingPlan, ttft_m: np.ndarray, tpot_m: np.ndarray, tra
     pooled = minimize(lambda x: _loss(plan, usable, ttft_m, tpot_m, None, x), x0, method="Nelder-Mead",
                       options={"maxiter": 300, "xatol": 1e-3, "fatol": 1e-4})
     out["*"] = _terms(pooled.x)
-    for engine, policy in start.items():
+    for engine in start:
         mine = usable & (plan.engine == engine)
         if mine.sum() < MIN_ROWS:
             continue

@@ -84,13 +84,16 @@ def check_fields(values: dict[str, Any], engine: str) -> None:
     """An :class:`UnknownPolicyFieldError` for the first key of ``values`` that is no policy field."""
     unknown = [k for k in values if k not in POLICY_FIELDS]
     if unknown:
-        raise UnknownPolicyFieldError(f"unknown {engine} policy field {unknown[0]!r}; known: {', '.join(POLICY_FIELDS)}")
+        raise UnknownPolicyFieldError(f"unknown {engine} policy field {unknown[0]!r}; known: "
+                                      f"{', '.join(POLICY_FIELDS)}")
 
 
 @functools.cache
 def _default(engine: str) -> EnginePolicy:
     path = CONF_DIR / "engine" / f"{engine}.yaml"
     values = yaml.safe_load(path.read_text()) or {}
+    if values.pop("engine", engine) != engine:
+        raise PolicyValueError(f"{path}: names another engine")
     check_fields(values, engine)
     missing = [f for f in POLICY_FIELDS if f not in values]
     if missing:
@@ -103,4 +106,13 @@ def engine_policy(engine: str = "vllm", overrides: dict[str, Any] | None = None)
     return _default(check_engine(engine)).with_overrides(overrides)
 
 
-__all__ = ["POLICY_FIELDS", "EnginePolicy", "PolicyValueError", "UnknownPolicyFieldError", "engine_policy"]
+def policy_of(node: dict[str, Any]) -> EnginePolicy:
+    """The policy a job's ``engine`` config node spells (``engine: <name>`` and any policy fields)."""
+    values = dict(node)
+    name = values.pop("engine", None)
+    if name is None:
+        raise PolicyValueError("the engine config names no engine (engine: vllm | sglang | trtllm)")
+    return engine_policy(str(name), values)
+
+
+__all__ = ["POLICY_FIELDS", "EnginePolicy", "PolicyValueError", "UnknownPolicyFieldError", "engine_policy", "policy_of"]

@@ -4,7 +4,8 @@ The client (vLLM's ``benchmark_serving`` / ``genai-perf`` at fixed concurrency, 
 measured) sends ``n_requests`` prompts of ``isl`` tokens asking for ``osl`` tokens each, keeping ``c`` in flight:
 the first ``c`` arrive together at time 0 (the first wave), and each finished request is replaced at once by the
 next prompt until all were sent. It reports the mean over all requests of TTFT (arrival to first token) and TPOT
-(``(latency - TTFT) / (osl - 1)``).
+(``(latency - TTFT) / (osl - 1)``). Output lengths spread a little about ``osl`` (:data:`OSL_SPREAD`), as sampled
+runs do.
 
 Each iteration the engine's scheduler (:class:`~tilecast.serving.policy.EnginePolicy`) forms a batch:
 
@@ -14,13 +15,14 @@ Each iteration the engine's scheduler (:class:`~tilecast.serving.policy.EnginePo
   most ``max_partial_prefills`` requests left part-prefilled; without chunking a prompt runs whole, alone if it is
   longer than the budget; engines that do not mix (``mixed_batches`` false: SGLang) run a step of prefills only
   whenever a prompt waits, and decode steps otherwise;
-- a request is admitted only if the KV cache (``kv_tokens``) holds its prompt and output; when the running
+- a request is admitted only if the KV cache (``kv_tokens``) holds its prompt; when the running
   requests' caches outgrow it, the latest admitted is preempted and recomputed later (vLLM's policy).
 
-The step takes :meth:`~tilecast.serving.step.StepCost.step_ms`; a prefill completing in a step yields the
-request's first token at the step's end. Each request also pays the engine's ``request_overhead_ms`` (HTTP,
-tokenisation, streaming) on its first token. :func:`simulate` returns the per-request records and the benchmark's
-figures; :mod:`tilecast.serving.steady` is the closed form the nightly uses, tested against this.
+The step takes :meth:`~tilecast.serving.step.StepCost.step_ms`; a prefill completing in a step yields the request's
+first token at the step's end. A request reaches the engine ``request_overhead_ms`` after the client sends it (HTTP,
+tokenisation, streaming), so its TTFT and latency carry that too. :func:`simulate` returns the per-request records
+and the benchmark's figures; :mod:`tilecast.serving.steady` is the closed form the nightly uses, tested against
+this.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ import numpy as np
 
 from tilecast.serving.step import StepCost
 
+#: the spread of the requests' output lengths (a share of osl either way): what breaks the first wave's lockstep in
+#: measured runs (sampling stops, client jitter), so the replacements arrive spread out as the steady state assumes
+OSL_SPREAD = 0.1
 #: prompts the benchmark client sends per unit of concurrency (``num_prompts = 10 x concurrency``, the serving
 #: benchmarks' convention the public rows follow)
 PROMPTS_PER_CONCURRENCY = 10
@@ -46,15 +51,17 @@ class SimResult:
     throughput_rps: float  # finished requests per second over the run
     steps: int
     preemptions: int
-    arrival_ms: np.ndarray
+    arrival_ms: np.ndarray  # when the client sent each request
     first_token_ms: np.ndarray
     finish_ms: np.ndarray
 
 
 def simulate(cost: StepCost, isl: int, osl: int, concurrency: int, n_requests: int | None = None,
-             kv_tokens: float = np.inf, max_steps: int = 5_000_000) -> SimResult:
+             kv_tokens: float = np.inf, max_steps: int = 5_000_000, osl_spread: float = OSL_SPREAD,
+             seed: int = 0) -> SimResult:
     """Run the benchmark of ``n_requests`` (default :data:`PROMPTS_PER_CONCURRENCY` x ``concurrency``) prompts at
-    ``concurrency`` against one engine replica whose steps cost ``cost`` (module docstring)."""
+    ``concurrency`` against one engine replica whose steps cost ``cost`` (module docstring); request ``i`` asks for
+    ``osl x U(1 - osl_spread, 1 + osl_spread)`` tokens (mean ``osl``; ``seed`` seeds the draw)."""
     if concurrency < 1 or isl < 1 or osl < 1:
         raise ValueError(f"concurrency, isl and osl must be positive, got {concurrency}, {isl}, {osl}")
     pol = cost.policy
@@ -64,13 +71,21 @@ def simulate(cost: StepCost, isl: int, osl: int, concurrency: int, n_requests: i
     finish = np.full(n, np.nan)
     prefilled = np.zeros(n, dtype=np.int64)  # prompt tokens in the cache
     generated = np.zeros(n, dtype=np.int64)  # output tokens produced (the first comes with the prefill)
-    arrival[: min(concurrency, n)] = 0.0
+    want = np.maximum(1, np.rint(osl * np.random.default_rng(seed).uniform(1 - osl_spread, 1 + osl_spread, n))
+                      ).astype(np.int64) if osl_spread > 0 else np.full(n, osl, dtype=np.int64)
+    over = pol.request_overhead_ms  # a request reaches the engine this long after the client sends it
+    arrival[: min(concurrency, n)] = over  # engine-side arrival times
     sent = min(concurrency, n)
-    waiting: list[int] = list(range(sent))  # arrived, not admitted (FIFO; a preempted request goes first)
+    pending: list[int] = list(range(sent))  # sent, not yet at the engine
+    waiting: list[int] = []  # arrived, not admitted (FIFO; a preempted request goes first)
     running: list[int] = []  # admitted, in admission order
     t, steps, preempted, done = 0.0, 0, 0, 0
     budget = pol.max_num_batched_tokens
     while done < n and steps < max_steps:
+        if pending and not running and not waiting:  # idle: the next request's arrival
+            t = max(t, min(arrival[r] for r in pending))
+        waiting += [r for r in pending if arrival[r] <= t]
+        pending = [r for r in pending if arrival[r] > t]
         # KV cache: preempt the latest admitted while the running caches (one more token each) overflow
         while running and sum(int(prefilled[r] + generated[r]) + 1 for r in running) > kv_tokens and len(running) > 1:
             r = running.pop()
@@ -113,8 +128,11 @@ def simulate(cost: StepCost, isl: int, osl: int, concurrency: int, n_requests: i
             if not pol.mixed_batches:
                 decodes = []
         d = len(decodes)
-        if d == 0 and not chunks:  # nothing to run: jump to the next arrival (none pending in a closed loop)
-            break
+        if d == 0 and not chunks:  # nothing to run: wait for the next arrival
+            if not pending:
+                break
+            t = min(arrival[r] for r in pending)
+            continue
         kv = float(np.mean([isl + generated[r] for r in decodes])) if d else 0.0
         p_tokens = sum(k for _, k in chunks)
         p_attn = float(sum(cost.prefill_attn_ms(np.array(prefilled[r]), np.array(prefilled[r] + k))
@@ -126,7 +144,7 @@ def simulate(cost: StepCost, isl: int, osl: int, concurrency: int, n_requests: i
         finished = []
         for r in decodes:
             generated[r] += 1
-            if generated[r] >= osl:
+            if generated[r] >= want[r]:
                 finished.append(r)
         for r, k in chunks:
             prefilled[r] += k
@@ -134,23 +152,22 @@ def simulate(cost: StepCost, isl: int, osl: int, concurrency: int, n_requests: i
                 generated[r] = 1
                 if np.isnan(first[r]):
                     first[r] = t
-                if generated[r] >= osl:
+                if generated[r] >= want[r]:
                     finished.append(r)
         for r in finished:
             finish[r] = t
             running.remove(r)
             done += 1
             if sent < n:  # the client replaces it at once
-                arrival[sent] = t
-                waiting.append(sent)
+                arrival[sent] = t + over
+                pending.append(sent)
                 sent += 1
-    over = pol.request_overhead_ms
-    ttft = first - arrival + over
-    latency = finish - arrival + over
-    tpot = np.where(osl > 1, (finish - first) / max(osl - 1, 1), 0.0)
+    sent_ms = arrival - over
+    ttft = first - sent_ms
+    latency = finish - sent_ms
+    tpot = np.where(want > 1, (finish - first) / np.maximum(want - 1, 1), 0.0)
     return SimResult(float(np.nanmean(ttft)), float(np.nanmean(tpot)), float(np.nanmean(latency)),
-                     float(done / (t / 1e3)) if t > 0 else 0.0, steps, preempted, arrival, first + over,
-                     finish + over)
+                     float(done / (t / 1e3)) if t > 0 else 0.0, steps, preempted, sent_ms, first, finish)
 
 
-__all__ = ["PROMPTS_PER_CONCURRENCY", "SimResult", "simulate"]
+__all__ = ["OSL_SPREAD", "PROMPTS_PER_CONCURRENCY", "SimResult", "simulate"]

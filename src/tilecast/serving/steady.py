@@ -20,9 +20,9 @@ For one replica at concurrency ``c``, prompts of ``isl`` and outputs of ``osl`` 
   prefill (time ``t_m``), the rest pure decodes (``t_d``, KV caches at ``isl + osl / 2`` on average).
 
 Every request's TTFT carries the engine's ``request_overhead_ms``. The engine runs ``c = min(concurrency,
-max_num_seqs, KV tokens / isl)`` requests (admitted on their prompt); beyond that the others wait for a slot, ``(concurrency - c) / c``
-request times by Little's law. Throughput follows from Little's law:
-``c / request latency``.
+max_num_seqs, KV tokens / isl)`` requests (admitted on their prompt); beyond that the others wait for a slot,
+``(concurrency - c) / c`` request times by Little's law. Throughput follows from Little's law: ``c / request
+latency``.
 """
 
 from __future__ import annotations

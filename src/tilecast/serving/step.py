@@ -19,14 +19,15 @@ engine's kernel factors (:func:`tilecast.serving.engine_kernels.engine_family_pr
 The kernel tables time an fp8 GEMM with the dynamic quantisation of its activation (a kernel of its own,
 :data:`FUSED_QUANT_MS`: the median over the measured GPUs of the fp8 - bf16 difference of the smallest GEMMs, whose
 GEMM itself runs at the launch floor in both dtypes); serving engines fuse that quantisation into the preceding
-norm or activation, so a step's fp8 GEMMs each give it back.
+norm or activation, so a step's fp8 GEMMs each give it back (under the learned predictors, which learn the tables;
+the roofline never timed it).
 The host's share of a step (:class:`~tilecast.serving.policy.EnginePolicy`) is added by :meth:`StepCost.step_ms`.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -55,10 +56,16 @@ PREFILL_ATTN = ("ms_attn_prefill", "ms_mla_prefill")
 DECODE_ATTN = ("ms_attn_decode", "ms_mla_decode")
 
 
-def grid_keys() -> pd.DataFrame:
-    """The grid's graphs: ``role`` (``token`` | ``decode``), ``batch``, ``seq_len``, ``kv_len``."""
-    tok = [("token", 1, m, 0) for m in TOKEN_GRID]
-    dec = [("decode", d, 1, n) for d in DECODE_BATCH_GRID for n in DECODE_LEN_GRID]
+def grid_keys(max_positions: int | None = None) -> pd.DataFrame:
+    """The grid's graphs: ``role`` (``token`` | ``decode``), ``batch``, ``seq_len``, ``kv_len``. A token graph of more
+    tokens than the model's ``max_positions`` runs them as several requests of the largest power of two that fits
+    (its ``lin`` is the same; its prefill attention is never asked for: no prompt is that long); a decode graph over
+    a longer cache runs ``k`` times the requests over ``1 / k`` of it (the same KV bytes read: decode attention is
+    memory-bound; its ``lin`` is read from the shortest-cache graphs only)."""
+    top = 2 ** int(np.log2(max_positions)) if max_positions else TOKEN_GRID[-1]
+    tok = [("token", max(1, m // top), min(m, top), 0) for m in TOKEN_GRID]
+    top_kv = 2 ** int(np.log2(max_positions - 1)) if max_positions else DECODE_LEN_GRID[-1]
+    dec = [("decode", d * max(1, n // top_kv), 1, min(n, top_kv)) for d in DECODE_BATCH_GRID for n in DECODE_LEN_GRID]
     return pd.DataFrame(tok + dec, columns=["role", "batch", "seq_len", "kv_len"])
 
 
@@ -83,6 +90,14 @@ class StepCost:
     attn_decode: np.ndarray  # A_d(d, L), shape (DECODE_BATCH_GRID, DECODE_LEN_GRID)
     num_layers: int
     policy: EnginePolicy
+    groups: dict[str, np.ndarray] | None = None  # ms per breakdown group of each token graph (step_costs)
+
+    def breakdown_ms(self, tokens: int) -> dict[str, float]:
+        """Kernel ms per op group of the token graph nearest ``tokens`` (a prefill's makeup), where known."""
+        if not self.groups:
+            return {}
+        i = int(np.argmin(np.abs(np.log(np.asarray(TOKEN_GRID, float)) - np.log(max(tokens, 1)))))
+        return {g: float(v[i]) for g, v in self.groups.items() if v[i]}
 
     def prefill_attn_ms(self, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
         """Prefill attention of positions ``start..stop`` of one request (the chunk after ``start`` cached)."""
@@ -100,7 +115,8 @@ class StepCost:
         w = (lx - lls[i]) / (lls[i + 1] - lls[i])
         lo = np.take_along_axis(per_len, i[..., None], -1)[..., 0]
         hi = np.take_along_axis(per_len, (i + 1)[..., None], -1)[..., 0]
-        out = np.exp(np.log(np.maximum(lo, 1e-12)) + w * (np.log(np.maximum(hi, 1e-12)) - np.log(np.maximum(lo, 1e-12))))
+        llo, lhi = np.log(np.maximum(lo, 1e-12)), np.log(np.maximum(hi, 1e-12))
+        out = np.exp(llo + w * (lhi - llo))
         return np.where(d > 0, out, 0.0)
 
     def gpu_ms(self, d: np.ndarray, kv_len: np.ndarray, prefill_tokens: np.ndarray,
@@ -141,7 +157,7 @@ def grid_frame(spec: ModelSpec, dtype: str, parallel: object) -> pd.DataFrame:
     """The grid's graphs of (``spec``, ``dtype``, ``parallel``) stacked in one op frame (a ``cell`` column: the
     row of :func:`grid_keys`)."""
     parts = []
-    for i, row in grid_keys().iterrows():
+    for i, row in grid_keys(spec.max_positions).iterrows():
         frame = graph_frame(build_parallel_graph(spec, int(row.batch), int(row.seq_len), "inference", parallel,
                                                  dtype=dtype, kv_len=int(row.kv_len), serving=True))
         parts.append(frame.assign(cell=i, parallel=frame.attrs.get("parallel"),
@@ -163,12 +179,21 @@ def costs_from_summaries(token: pd.DataFrame, decode: pd.DataFrame, num_layers: 
     def attn(frame: pd.DataFrame, cols: tuple[str, ...]) -> np.ndarray:
         return sum((frame[c].fillna(0.0).to_numpy(float) for c in cols if c in frame), np.zeros(len(frame)))
 
-    a_p = attn(token, PREFILL_ATTN)
+    return costs_from_arrays(token["e2e_ms"].to_numpy(float), attn(token, PREFILL_ATTN),
+                             decode["e2e_ms"].to_numpy(float), attn(decode, DECODE_ATTN), num_layers, policy,
+                             n_fp8_gemms)
+
+
+def costs_from_arrays(token_ms: np.ndarray, token_attn_ms: np.ndarray, decode_ms: np.ndarray,
+                      decode_attn_ms: np.ndarray, num_layers: int, policy: EnginePolicy, n_fp8_gemms: float = 0.0
+                      ) -> StepCost:
+    """:func:`costs_from_summaries` from arrays: the token graphs' step and prefill-attention ms, the decode graphs'
+    step and decode-attention ms (:func:`grid_keys` order)."""
     fused = FUSED_QUANT_MS * n_fp8_gemms
-    lin_t = token["e2e_ms"].to_numpy(float) - a_p - fused
-    a_d = attn(decode, DECODE_ATTN).reshape(len(DECODE_BATCH_GRID), len(DECODE_LEN_GRID))
-    lin_d = (decode["e2e_ms"].to_numpy(float) - attn(decode, DECODE_ATTN)).reshape(a_d.shape).mean(axis=1) - fused
-    return StepCost(lin_t, a_p, lin_d, a_d, int(num_layers), policy)
+    a_d = np.asarray(decode_attn_ms, float).reshape(len(DECODE_BATCH_GRID), len(DECODE_LEN_GRID))
+    lin_d = (np.asarray(decode_ms, float).reshape(a_d.shape) - a_d)[:, 0] - fused
+    return StepCost(np.asarray(token_ms, float) - token_attn_ms - fused, np.asarray(token_attn_ms, float), lin_d, a_d,
+                    int(num_layers), policy)
 
 
 def step_costs(spec: ModelSpec, dtype: str, parallel: object, gpus: list[GpuSpec], predict: FamilyPredictor | None,
@@ -177,7 +202,7 @@ def step_costs(spec: ModelSpec, dtype: str, parallel: object, gpus: list[GpuSpec
     forecast in one pass over every GPU, token graphs with the engine's eager all-reduce, decode graphs with its
     CUDA-graph one."""
     frame = grid_frame(spec, dtype, parallel)
-    keys = grid_keys()
+    keys = grid_keys(spec.max_positions)
     engine = policy.engine
     wrapped = predict
     if predict is not None and policy.kernel_factors:
@@ -188,14 +213,17 @@ def step_costs(spec: ModelSpec, dtype: str, parallel: object, gpus: list[GpuSpec
         sub = frame.loc[rows]
         ms[rows] = op_latency_matrix(sub, gpus, wrapped, comm=engine_comm(engine, version, mode), strict=True)[0]
     layers = int(frame["num_layers"].iloc[0] or 1)
-    n_fp8 = config_fp8_gemms(spec, dtype, parallel)
+    n_fp8 = config_fp8_gemms(spec, dtype, parallel) if predict is not None else 0.0  # the roofline times no quant
     out = {}
     for j, gpu in enumerate(gpus):
         summ = summarise_many(frame, ms[:, j]).sort_index()
-        out[gpu.key] = costs_from_summaries(summ.loc[keys.index[keys["role"] == "token"]],
-                                            summ.loc[keys.index[keys["role"] == "decode"]], layers, policy, n_fp8)
+        token = summ.loc[keys.index[keys["role"] == "token"]]
+        cost = costs_from_summaries(token, summ.loc[keys.index[keys["role"] == "decode"]], layers, policy, n_fp8)
+        out[gpu.key] = replace(cost, groups={c[3:]: token[c].to_numpy(float) for c in token if c.startswith("ms_")})
     return out
 
 
-__all__ = ["DECODE_BATCH_GRID", "DECODE_LEN_GRID", "FUSED_QUANT_MS", "TOKEN_GRID", "StepCost", "config_fp8_gemms", "costs_from_summaries", "fp8_gemms", "grid_frame",
+__all__ = ["DECODE_BATCH_GRID", "DECODE_LEN_GRID", "FUSED_QUANT_MS", "TOKEN_GRID", "StepCost", "config_fp8_gemms",
+           "costs_from_arrays", "costs_from_summaries",
+           "fp8_gemms", "grid_frame",
            "grid_keys", "step_costs"]

@@ -127,8 +127,10 @@ def bytes_per_element(dtypes: Iterable[str] | np.ndarray | pd.Series) -> np.ndar
     values = np.asarray(dtypes if hasattr(dtypes, "__array__") else list(dtypes), dtype=object)  # array, Series
     if values.size == 0:
         return np.zeros(0)
-    uniq, inverse = np.unique(values.astype(str), return_inverse=True)
-    return np.array([DTYPE_BYTES[normalise_dtype(u)] for u in uniq], dtype=float)[inverse.ravel()]
+    import pandas as pd
+
+    codes, uniq = pd.factorize(values.astype(str).ravel())  # hashing, not sorting: O(rows)
+    return np.array([DTYPE_BYTES[normalise_dtype(u)] for u in uniq], dtype=float)[codes]
 
 
 def row_dtypes(rows: pd.DataFrame, column: str = "dtype") -> np.ndarray:
@@ -136,5 +138,7 @@ def row_dtypes(rows: pd.DataFrame, column: str = "dtype") -> np.ndarray:
     if column not in rows:
         return np.full(len(rows), "fp32", dtype=object)
     raw = rows[column].astype(object).where(rows[column].notna(), "fp32").astype(str).to_numpy(dtype=object)
-    uniq, inverse = np.unique(raw, return_inverse=True)
-    return np.array([normalise_dtype(u) for u in uniq], dtype=object)[inverse.ravel()]
+    import pandas as pd
+
+    codes, uniq = pd.factorize(raw)  # hashing, not sorting (np.unique sorts Python strings): O(rows)
+    return np.array([normalise_dtype(u) for u in uniq], dtype=object)[codes]

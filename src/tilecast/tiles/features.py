@@ -37,7 +37,16 @@ def gemm_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame, r
     w = gemm_waves(rows, tiles, sm)
     b, m, n, k = (_dim(rows, c) for c in ("B", "M", "N", "K"))
     ridge = flops_per_sm / bytes_per_sm
+    # operand traffic at the chosen tile without L2 reuse: A (M x N) is read once per column of output tiles,
+    # B (N x K) once per row of them; the smaller operand fits in L2 or not (then it is re-read from DRAM)
+    a_bytes, b_bytes = 4.0 * b * m * n, 4.0 * b * n * k
+    tiled = a_bytes * np.ceil(k / tiles["tile_k"].to_numpy(float)) + b_bytes * np.ceil(m / tiles["tile_m"].to_numpy(
+        float)) + 4.0 * b * m * k
+    cores = spec["cores_per_sm"].to_numpy(dtype=float) if "cores_per_sm" in spec else np.full(len(rows), np.nan)
     return pd.DataFrame({
+        "log_tiled_intensity_over_ridge": _log2(flops / tiled / ridge),
+        "log_operand_over_l2": _log2(np.minimum(a_bytes, b_bytes) / l2_bytes),
+        "log_cores_per_sm": _log2(np.where(cores > 0, cores, np.nan)),
         "log_b": _log2(b), "log_m": _log2(m), "log_n": _log2(n), "log_k": _log2(k),
         "m_mod4": (m % 4 == 0) * 1.0, "n_mod4": (n % 4 == 0) * 1.0, "k_mod4": (k % 4 == 0) * 1.0,
         "log_tile_k": _log2(tiles["tile_k"]), "log_tile_m": _log2(tiles["tile_m"]),
@@ -77,6 +86,8 @@ def vector_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame 
 TC_GEMM_TILES = ((128, 128), (128, 256), (64, 128))
 #: query rows per block of FlashAttention-style prefill kernels
 ATTENTION_Q_TILE = 128.0
+#: keys per split of split-KV (FlashDecoding-style) decode kernels, at the least
+ATTENTION_KV_SPLIT = 256.0
 
 
 def tc_gemm_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFrame | None, roof_ms: np.ndarray,
@@ -105,10 +116,20 @@ def attention_features(rows: pd.DataFrame, spec: pd.DataFrame, tiles: pd.DataFra
     decode = rows["OPName"].astype(str).to_numpy() == "attn_decode"
     blocks = np.where(decode, b * hkv, b * h * np.ceil(m / ATTENTION_Q_TILE))
     waves = np.ceil(blocks / sm)
+    # kernels instantiate power-of-two head dims (64 / 128 / 256 / 512): a 192 head runs a 256 kernel
+    k_pad = 2.0 ** np.ceil(np.log2(np.maximum(k, 1.0)))
+    # split-KV decode (FlashDecoding): when sequences x KV heads leave SMs idle, the cache is split over blocks,
+    # at most one split per ATTENTION_KV_SPLIT keys
+    splits = np.where(decode, np.clip(np.ceil(sm / np.maximum(b * hkv, 1.0)), 1.0,
+                                      np.maximum(np.ceil(n / ATTENTION_KV_SPLIT), 1.0)), 1.0)
+    split_blocks = blocks * splits
+    split_waves = np.ceil(split_blocks / sm)
     return pd.DataFrame({
         "log_b": _log2(b), "log_m": _log2(m), "log_n": _log2(n), "log_k": _log2(k), "log_h": _log2(h),
         "log_hkv": _log2(hkv), "log_group": _log2(h / hkv), "log_pairs": _log2(attention_pairs(m, n)),
         "log_waves": _log2(waves), "wave_fill": blocks / (sm * waves), "log_blocks_per_sm": _log2(blocks / sm),
+        "log_k_padding": _log2(k_pad / np.maximum(k, 1.0)), "log_kv_splits": _log2(splits),
+        "split_wave_fill": split_blocks / (sm * split_waves), "log_split_waves": _log2(split_waves),
         **_common_tensor(spec, roof_ms, flops, nbytes, rows),
     }, index=rows.index)
 

@@ -54,17 +54,19 @@ def spec_frame(rows: pd.DataFrame, gpu: GpuSpec | None = None) -> pd.DataFrame:
     matrix-core peak where the spec has one, else the fp32 peak; other fp32 rows: the fp32 peak). A dtype the
     GPU has no peak for raises the spec's named error."""
     if gpu is not None:
-        specs = {None: gpu}
-        keys = pd.Series([None] * len(rows), index=rows.index)
+        specs = {"": gpu}  # one key for every row (not None: factorising reads None as a missing value)
+        keys = pd.Series([""] * len(rows), index=rows.index, dtype=object)
     else:
         if "Device" not in rows:
             raise UserError("rows have no 'Device' column: name the GPU (gpu=<key>)")
         keys = rows["Device"]
         specs = {d: get_gpu(str(d)) for d in pd.unique(keys)}
+    # each device's spec once, then an index per row (hashing the devices once: no per-row dict lookups)
+    codes, uniq = pd.factorize(keys.to_numpy(dtype=object), use_na_sentinel=False)
     out = {}
     for col in SPEC_COLUMNS:
-        lut = {d: float(getattr(s, col) or 0.0) for d, s in specs.items()}
-        out[col] = keys.map(lut).to_numpy(dtype=float) if gpu is None else np.full(len(rows), lut[None])
+        out[col] = (np.array([float(getattr(specs[d], col) or 0.0) for d in uniq], dtype=float)[codes]
+                    if gpu is None else np.full(len(rows), float(getattr(gpu, col) or 0.0)))
     frame = pd.DataFrame(out, index=rows.index)
     frame["peak_gflops"] = _peaks(rows, keys, specs)
     return frame
@@ -80,11 +82,16 @@ def _peaks(rows: pd.DataFrame, keys: pd.Series, specs: dict) -> np.ndarray:
     moe_era = np.isin(ops, list(MOE_OPS | MLA_OPS)) & ~_has(rows, "dtype")
     dtypes = np.where(moe_era, "bf16", dtypes)  # MoE / MLA rows default to bf16 (FAMILY_OPTIONAL)
     dtypes = np.where(gemm | tensor, [peak_dtype(d) for d in dtypes], "fp32")
-    triple = pd.Series(list(zip(keys.to_numpy(dtype=object), dtypes, gemm, strict=True)), index=rows.index,
-                       dtype=object)
-    lut = {t: specs[t[0]].gemm_peak_gflops(t[1]) if t[2] else specs[t[0]].peak_gflops(t[1])
-           for t in pd.unique(triple)}
-    peaks = triple.map(lut).to_numpy(dtype=float)
+    # one peak per distinct (device, dtype, GEMM or not): factorised to integer codes, not per-row tuples
+    kc, kuniq = pd.factorize(keys.to_numpy(dtype=object), use_na_sentinel=False)
+    dc, duniq = pd.factorize(np.asarray(dtypes, dtype=object), use_na_sentinel=False)
+    combo = (kc.astype(np.int64) * len(duniq) + dc) * 2 + gemm.astype(np.int64)
+    cuniq, inverse = np.unique(combo, return_inverse=True)
+    lut = np.empty(len(cuniq), dtype=float)
+    for i, c in enumerate(cuniq):
+        spec, dtype, is_gemm = specs[kuniq[c // 2 // len(duniq)]], duniq[c // 2 % len(duniq)], bool(c % 2)
+        lut[i] = spec.gemm_peak_gflops(dtype) if is_gemm else spec.peak_gflops(dtype)
+    peaks = lut[inverse.ravel()]
     fp8_kv = np.isin(ops, list(MLA_OPS)) & _has(rows, "kv_dtype")
     if fp8_kv.any():  # MLA over an fp8 cache runs fp8 MMAs where the GPU has them (a lower bound either way)
         fp8_kv &= row_dtypes(rows, "kv_dtype") == "fp8"
@@ -206,6 +213,21 @@ def roofline_ms(rows: pd.DataFrame, gpu: GpuSpec | None = None, reference: bool 
     ``reference=True`` uses the reference's bandwidth units (the baseline, and the lower bound that
     learned predictors respect); ``False`` the SI units of the spec sheet.
     """
+    compute_s, memory_s = _bound_seconds(rows, gpu, reference)
+    return 1e3 * np.maximum(compute_s, memory_s)
+
+
+def roofline_regime(rows: pd.DataFrame, gpu: GpuSpec | None = None) -> np.ndarray:
+    """``log2(compute time / memory time)`` of each row on ``gpu`` (or its ``Device``): > 0 compute-bound,
+    < 0 memory-bound (SI units; rows without work: 0). What the prediction intervals condition on."""
+    compute_s, memory_s = _bound_seconds(rows, gpu, False)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.log2(compute_s / memory_s)
+    return np.where(np.isfinite(out), out, 0.0)
+
+
+def _bound_seconds(rows: pd.DataFrame, gpu: GpuSpec | None, reference: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(compute seconds, memory seconds) of each row: the two sides of the roofline."""
     spec = spec_frame(rows, gpu)
     flops, nbytes = kernel_flops_bytes(rows)
     ops = rows["OPName"].astype(str)
@@ -221,4 +243,4 @@ def roofline_ms(rows: pd.DataFrame, gpu: GpuSpec | None = None, reference: bool 
             net_s = np.where(net > 0, net / (np.where(network > 0, network, np.nan) * GB_SI), 0.0)
         memory_s[a2a] = np.maximum(link / (spec["link_gbs"].to_numpy()[a2a] * GB_SI), net_s)
         compute_s[a2a] = 0.0
-    return 1e3 * np.maximum(compute_s, memory_s)
+    return compute_s, memory_s

@@ -43,7 +43,7 @@ from tilecast.errors import UserError
 from tilecast.evaluation.labels import LabelSet, shipped_labels
 from tilecast.evaluation.suite import build_frames, forecast_labels
 from tilecast.metrics import ape_pct
-from tilecast.predictors import evaluation_rows
+from tilecast.predictors import KernelPredictor, evaluation_rows
 from tilecast.predictors.rows import UNSEEN_GPUS, precision_gate_rows
 from tilecast.registry.aliases import ROLLBACK, AliasMove, alias_history, move_alias, rollback_target
 from tilecast.registry.forecaster import (
@@ -207,6 +207,15 @@ def kernel_mape(predictor, rows: pd.DataFrame) -> float:
     return float(pd.Series(ape).groupby(rows["Device"].to_numpy()).mean().mean())
 
 
+def suite_predictors(versions: Mapping[str, str], in_memory: Mapping[str, KernelPredictor] | None = None
+                     ) -> dict[str, KernelPredictor]:
+    """The predictor of each family's version: ``in_memory`` where given (a version just trained in this process,
+    not loaded back), else loaded from the registry (once per process)."""
+    in_memory = dict(in_memory or {})
+    loaded = predictors_from_versions({f: v for f, v in versions.items() if f not in in_memory})
+    return {f: in_memory[f] if f in in_memory else loaded[f] for f in versions}
+
+
 def check_loadable(versions: Mapping[str, str], aliases: Mapping[str, str]) -> None:
     """Load every ``tilecast-<family>`` version of ``versions`` (cached for scoring); one that cannot be
     loaded raises :class:`IncompatibleModelError` naming it and ``aliases[family]``, before anything moves."""
@@ -218,9 +227,12 @@ def check_loadable(versions: Mapping[str, str], aliases: Mapping[str, str]) -> N
 
 
 def score_suite(versions: Mapping[str, str], labels: pd.DataFrame, kernel_rows: Mapping[str, pd.DataFrame],
-                frames: tuple[dict, dict] | None = None) -> SuiteScore:
-    """Measure one set of family versions: kernel MAPE (families of ``kernel_rows``) and e2e mean APE."""
-    predictors = predictors_from_versions(versions)
+                frames: tuple[dict, dict] | None = None, predictors: Mapping[str, KernelPredictor] | None = None
+                ) -> SuiteScore:
+    """Measure one set of family versions: kernel MAPE (families of ``kernel_rows``) and e2e mean APE. Plain code
+    over the versions' ``predictors`` in memory (family -> predictor: :func:`suite_predictors`); loaded from the
+    registry when not given."""
+    predictors = dict(predictors) if predictors is not None else predictors_from_versions(versions)
     # a family with no unseen-GPU rows (attention, half vector ops) is gated on its validation MAPE
     kmape = {fam: kernel_mape(predictors[fam], rows) if len(rows) else _validation_mape(fam, versions[fam])
              for fam, rows in kernel_rows.items()}
@@ -316,8 +328,13 @@ def _log_scores(result: PromotionResult) -> None:
 
 def promote(families: Iterable[str] = FP32_FAMILIES, policy: PromotionPolicy | None = None,
             labels: LabelSet | None = None, experiment: str = "tilecast-promote", config_yaml: str | None = None,
-            register: bool = True) -> PromotionResult:
+            register: bool = True, trained: Mapping[str, tuple[str, KernelPredictor]] | None = None
+            ) -> PromotionResult:
     """Evaluate ``@challenger`` against ``@champion`` for ``families`` and move ``@champion`` if it passes.
+
+    ``trained``: family -> (version, predictor) of versions this process has just trained (the nightly's bootstrap):
+    the suite uses those predictors as they are, where the version is the one being evaluated, instead of loading
+    them back from the store (MLflow validated each when it was logged).
 
     Raises :class:`PromotionRefused` (champion untouched) when it does not pass or cannot be evaluated, and
     :class:`IncompatibleModelError` (nothing logged or moved) when a version to compare cannot be loaded.
@@ -343,24 +360,31 @@ def promote(families: Iterable[str] = FP32_FAMILIES, policy: PromotionPolicy | N
                                f"@{CHAMPION} nor @{CHALLENGER}: `python jobs/train.py families=[{','.join(unset)}]`")
     first = all(v is None for v in champions.values())
     current = None if first else {f: champions[f] or candidate[f] for f in present}
-    check_loadable(candidate, {f: CHALLENGER if f in families or champions[f] is None else CHAMPION
-                               for f in present})
+    in_memory = {f: predictor for f, (version, predictor) in (trained or {}).items() if candidate.get(f) == version}
+    check_loadable({f: v for f, v in candidate.items() if f not in in_memory},
+                   {f: CHALLENGER if f in families or champions[f] is None else CHAMPION for f in present})
     if current is not None:
         check_loadable(current, {f: CHAMPION if champions[f] else CHALLENGER for f in present})
+    # the predictors are resolved once, here, and handed to the suite (plain code over in-memory predictors)
+    cand_predictors = suite_predictors(candidate, in_memory)
+    cur_predictors = None if current is None else suite_predictors(current, in_memory)
     labels = labels or shipped_labels()
     frames = build_frames(labels.labels)
     rows = unseen_kernel_rows(families, policy)
     commit = held("promotion")  # from the first alias move until the run is closed: a signal waits, then stops
     try:
-        return _promote_run(families, policy, labels, frames, rows, candidate, current, champions, first, client,
+        return _promote_run(families, policy, labels, frames, rows, (candidate, cand_predictors),
+                            None if current is None else (current, cur_predictors), champions, first, client,
                             experiment, config_yaml, register, commit)
     finally:
         commit.release()
 
 
-def _promote_run(families, policy, labels, frames, rows, candidate, current, champions, first, client, experiment,
+def _promote_run(families, policy, labels, frames, rows, cand, cur, champions, first, client, experiment,
                  config_yaml, register, commit: held) -> PromotionResult:
-    """The MLflow run of :func:`promote`: score both sets, decide, and (holding signals) move the aliases."""
+    """The MLflow run of :func:`promote`: score both sets (``(versions, predictors)`` each; ``cur`` None on a first
+    promotion), decide, and (holding signals) move the aliases."""
+    candidate = cand[0]
     with mlflow.start_run(experiment_id=ensure_experiment(experiment), run_name="promote") as run:
         log_lineage(config_yaml, job="promote", families=",".join(families))
         mlflow.log_params({"families": ",".join(families), "kernel_tolerance_pct": policy.kernel_tolerance_pct,
@@ -369,8 +393,8 @@ def _promote_run(families, policy, labels, frames, rows, candidate, current, cha
                            "logo_worst_tolerance_pct": policy.logo_worst_tolerance_pct,
                            "require_logo": policy.require_logo,
                            "labels": len(labels.labels), "labels_source": labels.source})
-        cand_score = score_suite(candidate, labels.labels, rows, frames)
-        cur_score = None if current is None else score_suite(current, labels.labels, rows, frames)
+        cand_score = score_suite(cand[0], labels.labels, rows, frames, cand[1])
+        cur_score = None if cur is None else score_suite(cur[0], labels.labels, rows, frames, cur[1])
         crash_point("promote.scored")
         ok, reasons = decide(cur_score, cand_score, families, policy)
         result = PromotionResult(ok, "; ".join(reasons), first, families, cur_score, cand_score, [],

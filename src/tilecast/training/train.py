@@ -10,7 +10,7 @@ GPUs of the family's training rows (the rows before the validation split, same p
 the fp32 families the five NVIDIA training GPUs and, where they have model-shaped rows, bmm / linear, the
 MI100 and MI210 of ``training_rows``' AMD rows):
 ``logo_mape_pct`` (mean over left-out GPUs), ``logo_worst_mape_pct``, ``logo_mape_pct.<gpu>``, ``logo_s`` (fit
-seconds) and the tag ``tilecast.logo_worst_gpu``; promotion gates on them (:mod:`tilecast.registry.promotion`).
+seconds) and the tag ``tilecast.logo_worst_gpu``; promotion gates on them (:mod:`tilecast.training.promotion`).
 It costs one extra fit per GPU of the family's data: on by default (:class:`TrainSpec` and ``conf/train.yaml`` agree),
 off in the nightly bootstrap (``conf/nightly.yaml``'s ``train.logo``). It runs before the version is registered, so a
 version at ``@challenger`` from a ``logo`` run always has its figures.
@@ -40,10 +40,10 @@ from tilecast.predictors.rows import UNSEEN_GPUS
 from tilecast.registry.aliases import move_alias
 from tilecast.registry.lineage import frame_hash, log_lineage
 from tilecast.registry.models import log_predictor, model_name
-from tilecast.registry.parity import parity_figure
 from tilecast.registry.tracking import ensure_experiment
 from tilecast.specs import get_gpu
 from tilecast.tiles.ops import FAMILIES, FAMILY_DIMS, FAMILY_OPTIONAL, FP32_FAMILIES, TENSOR_FAMILIES
+from tilecast.training.parity import parity_figure
 
 log = logging.getLogger("tilecast.train")
 
@@ -111,7 +111,7 @@ def split_rows(rows: pd.DataFrame, val_fraction: float, seed: int) -> tuple[pd.D
 def mape_by_gpu(rows: pd.DataFrame, pred_ms: np.ndarray) -> dict[str, float]:
     """MAPE (%) per GPU key of the rows' ``Device`` column."""
     ape = pd.Series(ape_pct(pred_ms, rows["Latency"]), index=rows.index)
-    keys = rows["Device"].map(lambda d: get_gpu(str(d)).key)
+    keys = rows["Device"].map({d: get_gpu(str(d)).key for d in pd.unique(rows["Device"])})  # each device once
     return {str(k): float(v) for k, v in ape.groupby(keys).mean().items()}
 
 
