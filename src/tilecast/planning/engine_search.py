@@ -35,9 +35,11 @@ from tilecast.forecast.intervals import e2e_interval
 from tilecast.forecast.kernels import FamilyPredictor
 from tilecast.forecast.serve import (
     GIB,
+    ServeMemory,
     ServeWorkload,
     capacity_bytes,
     fitting_concurrency,
+    kv_capacity_tokens,
     request_latency_ms,
     serve_memory_terms,
     tokens_per_s_per_gpu,
@@ -206,14 +208,18 @@ def search_engines(question: ServeQuestion, layouts: pd.DataFrame, search: Serve
 
 
 def _memory(question: ServeQuestion, sw: ServeWorkload, gpu: GpuSpec, policy: EnginePolicy, grid: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, int]:
-    """(bytes per GPU, fits, the largest concurrency that fits) over the concurrency ``grid``, against the engine's
-    share of the GPU (as :func:`tilecast.forecast.serve.forecast_serve` checks one configuration)."""
+            ) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """(bytes per GPU, fits, the largest concurrency that fits, tokens the KV cache holds) over the concurrency
+    ``grid``, against the engine's share of the GPU (as :func:`tilecast.forecast.serve.forecast_serve` checks one
+    configuration)."""
     isl, osl = question.isl, question.osl
     weights, kv, workspace, per_token = serve_memory_terms(sw.model, sw.dtype, isl, sw.tp, osl, grid, sw.layout)
     cap = capacity_bytes(gpu, policy.kv_memory_fraction)
     need = np.broadcast_to(weights + kv + workspace, grid.shape).astype(float)
-    return need, need <= cap, int(np.min(fitting_concurrency(cap, weights, workspace, per_token, isl + osl)))
+    most = int(np.min(fitting_concurrency(cap, weights, workspace, per_token, isl + osl)))
+    held = kv_capacity_tokens(ServeMemory(float(weights), 0.0, float(workspace), float(np.min(per_token)), cap),
+                              sw.dtype)
+    return need, need <= cap, most, held
 
 
 def _forecast(question: ServeQuestion, sw: ServeWorkload, gpu: GpuSpec, cost: Any, policy: EnginePolicy,
@@ -221,12 +227,12 @@ def _forecast(question: ServeQuestion, sw: ServeWorkload, gpu: GpuSpec, cost: An
     """The forecast columns of one (engine, GPU, dtype, layout) over the concurrency ``grid`` (``cost``: its step
     table, None where no concurrency fits)."""
     isl, osl = question.isl, question.osl
-    need, fits, most = _memory(question, sw, gpu, policy, grid)
+    need, fits, most, kv_tokens = _memory(question, sw, gpu, policy, grid)
     n = len(grid)
     ttft, tpot = np.full(n, np.nan), np.full(n, np.nan)
     t1 = time.perf_counter()
     if fits.any():
-        st = steady_state(cost, isl, osl, grid[fits])
+        st = steady_state(cost, isl, osl, grid[fits], kv_tokens=kv_tokens)
         ttft[fits], tpot[fits] = st["ttft_ms"], st["tpot_ms"]
     info["steady_state_s"] += time.perf_counter() - t1
     info["fitting"] += int(fits.sum())
