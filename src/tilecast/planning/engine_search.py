@@ -23,6 +23,7 @@ fleets from (:func:`tilecast.planning.serve_plan.size_fleets`).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import time
 from collections.abc import Sequence
@@ -129,8 +130,8 @@ def shared_predictor(predict: FamilyPredictor | None) -> FamilyPredictor | None:
     memo: dict[tuple, np.ndarray] = {}
 
     def once(family: str, rows: pd.DataFrame, gpu: GpuSpec | None) -> np.ndarray:
-        key = (family, getattr(gpu, "key", None), len(rows), tuple(rows.columns),
-               int(pd.util.hash_pandas_object(rows, index=False).to_numpy().sum()))
+        rows_hash = hashlib.blake2b(pd.util.hash_pandas_object(rows, index=False).to_numpy().tobytes()).hexdigest()
+        key = (family, getattr(gpu, "key", None), tuple(rows.columns), rows_hash)  # the rows in their order
         if key not in memo:
             memo[key] = np.asarray(predict(family, rows, gpu), dtype=float)
         return memo[key]
