@@ -8,7 +8,7 @@ import pytest
 
 from tilecast.forecast.intervals import record_interval
 from tilecast.forecast.serve import ServeWorkload, forecast_serve
-from tilecast.planning.engine_search import concurrency_grid, engine_candidates
+from tilecast.planning.engine_search import concurrency_grid, engine_candidates, shared_predictor
 from tilecast.planning.layouts import ServeSearch
 from tilecast.planning.pareto import pareto_mask
 from tilecast.planning.questions import ServeQuestion
@@ -112,3 +112,18 @@ def test_the_decision_over_the_kept_rows_is_the_decision_over_all(dense8b):
     assert feasible == ref[0]
     pd.testing.assert_frame_equal(kept, ref[1])
     pd.testing.assert_frame_equal(pareto, ref[2])
+
+
+def test_the_shared_kernel_forecasts_answer_each_set_of_rows_once_in_its_order():
+    calls = []
+
+    def base(family, rows, gpu):
+        calls.append(family)
+        return rows["m"].to_numpy(float) * 2
+
+    once = shared_predictor(base)
+    rows = pd.DataFrame({"m": [1, 2, 3], "n": [4, 5, 6]})
+    assert once("linear", rows, None).tolist() == [2, 4, 6]
+    assert once("linear", rows.copy(), None).tolist() == [2, 4, 6] and calls == ["linear"]
+    assert once("linear", rows.iloc[::-1], None).tolist() == [6, 4, 2] and len(calls) == 2
+    assert once("bmm", rows, None).tolist() == [2, 4, 6] and len(calls) == 3
