@@ -110,7 +110,7 @@ def test_measured_rows_are_answered_or_say_why():
     assert errors[2] == "" and out["pred_tpot_ms"][2] > 0  # a mixture-of-experts model, tp4 (moe_tp 4)
     assert "unknown GPU 'nope_sxm'" in errors[3]
     assert errors[4] == "" and 0 < out["pred_tpot_ms"][4] < out["pred_tpot_ms"][0]  # NVFP4 weights: fewer bytes
-    assert "disaggregated" in errors[5]
+    assert "prefill_num_workers is not given" in errors[5]  # disaggregated: tilecast.serving.disagg, no pools given
     assert out["pred_ttft_ms"][3:4].isna().all() and out["pred_ttft_ms"][5:6].isna().all()
     assert out["ape_tpot_pct"][0] >= 0
     # a row without precision runs at the checkpoint's dtype, said in a note; the bad rows name what is wrong

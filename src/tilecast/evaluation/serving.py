@@ -7,7 +7,8 @@ Hugging Face id the catalog resolves), ``precision`` (bf16 | fp8 | fp4; int4: a 
 ``attention_dp_size``, ``moe_tp_size``, ``moe_ep_size`` (:func:`tilecast.specs.layout.layout_from_row`). A row
 the forecaster cannot answer (a layout that does not match the model or its GPU count, an unknown model, GPU,
 engine or engine release, a concurrency of 0, a precision the checkpoint cannot run in, disaggregated serving,
-pipeline parallelism) gets its reason in ``error`` and empty forecasts; every other row is answered. A row
+pipeline parallelism) gets its reason in ``error`` and empty forecasts; every other row is answered. ``mode=disagg``
+rows (separate prefill and decode pools) are forecast by :func:`tilecast.serving.disagg.evaluate_disagg`. A row
 without ``precision`` runs at its checkpoint's dtype, said in ``note``. ``backend`` (default vLLM) and
 ``backend_version`` choose the engine. Identical configurations are forecast once, and the rows sharing a
 (model, dtype, split, engine) share one step-cost grid (:mod:`tilecast.serving.step`) and one vectorised steady
@@ -26,6 +27,7 @@ from tilecast.errors import UserError
 from tilecast.forecast.serve import DEFAULT_ENGINE, SERVE_DTYPES, ServeWorkload, kv_capacity_tokens, serve_memory
 from tilecast.forecast.workload import check_gpu_dtype
 from tilecast.metrics import ape_pct
+from tilecast.serving.disagg import evaluate_disagg
 from tilecast.serving.engines import check_engine, resolve_version
 from tilecast.serving.policy import EnginePolicy, engine_policy
 from tilecast.serving.steady import steady_state
@@ -169,7 +171,24 @@ def evaluate_serving(rows: pd.DataFrame, predict: Callable | None = None,
     measured, the APEs: each row forecast as its ``backend`` runs it (:func:`plan_serving`), the steady state
     vectorised over the rows sharing a step cost."""
     plan = plan_serving(rows, predict, policies)
-    return with_forecasts(rows, plan, *plan.steady())
+    return with_disaggregated(with_forecasts(rows, plan, *plan.steady()), predict)
+
+
+def with_disaggregated(out: pd.DataFrame, predict: Callable | None = None) -> pd.DataFrame:
+    """``out`` with its ``mode=disagg`` rows forecast by :func:`tilecast.serving.disagg.evaluate_disagg` (their
+    forecasts, fit, error and APEs replaced)."""
+    disagg = (out["mode"].astype(str) == "disagg").to_numpy() if "mode" in out else np.zeros(len(out), bool)
+    if not disagg.any():
+        return out
+    dis = evaluate_disagg(out.loc[disagg], predict)
+    for col in ("pred_ttft_ms", "pred_tpot_ms", "fits", "error"):
+        out.loc[disagg, col] = dis[col].to_numpy()
+    out.loc[disagg, "note"] = None
+    for measured, pred in (("silicon_ttft_ms", "pred_ttft_ms"), ("silicon_tpot_ms", "pred_tpot_ms")):
+        if measured in out:
+            out[pred.replace("pred_", "ape_").replace("_ms", "_pct")] = ape_pct(
+                out[pred].to_numpy(float), pd.to_numeric(out[measured], errors="coerce").to_numpy(float))
+    return out
 
 
 def with_forecasts(rows: pd.DataFrame, plan: ServingPlan, ttft: np.ndarray, tpot: np.ndarray) -> pd.DataFrame:
