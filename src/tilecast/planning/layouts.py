@@ -128,7 +128,8 @@ class Answer:
 #: a line removed here
 NOT_ANSWERED: tuple[Answer, ...] = (
     Answer(lambda f: (f["mode"] == "disagg").to_numpy(),
-           "not modelled yet: disaggregated prefill / decode pools (the engine model runs both in one engine)"),
+           "not searched yet: disaggregated prefill / decode pools (tilecast.serving.disagg forecasts one "
+           "configuration; the planner's search does not enumerate them yet)"),
     Answer(lambda f: (f["pp"] > 1).to_numpy(), "not modelled yet: pipeline-parallel serving (use tp)"),
 )
 
