@@ -247,7 +247,9 @@ def main() -> None:
               "One fit on all the family's rows (what `python jobs/train.py families=[moe,mla_prefill,mla_decode]` "
               "and the nightly bootstrap add per family, before leave-one-GPU-out):", "", md(pd.DataFrame(fit_s)), "",
               f"Total benchmark wall time: {time.perf_counter() - t0:.0f} s.", ""]
-    OUT.write_text("\n".join(lines))
+    serving = OUT.read_text().partition("\n## Serving\n") if OUT.exists() else ("", "", "")
+    tail = "\n## Serving\n" + serving[2] if serving[1] else ""  # benchmarks/moe_serving.py's section, kept
+    OUT.write_text("\n".join(lines) + tail)
     print(f"wrote {OUT}")
 
 

@@ -9,8 +9,11 @@ process tree: client, nanny and Dask worker processes, as ``benchmarks/scoring.p
 JSON: what the search counted (candidates, by status), its own clock, and the decision.
 
 - ``serve``: Llama-3.1-70B, 1,024 in / 1,024 out, 2,000 requests/min, TTFT <= 1 s, TPOT <= 40 ms over the whole
-  catalog (the default search: bf16 / fp8 / fp4 x tp 1-8 x 18 concurrencies), with an empty graph cache
-  (``cold``) and again with the cache it left (``warm``);
+  catalog with the default search (vLLM / SGLang / TRT-LLM x bf16 / fp8 / fp4 x tp 1-8 x every concurrency from 1 to
+  1,024), forecast from the engines' step tables in process (no graph cache, no Dask);
+- ``serve_moe``: Qwen3-30B-A3B (mixture of experts), 1,024 in / 1,024 out, 2,000 requests/min, TTFT <= 1 s,
+  TPOT <= 40 ms over the whole catalog, SGLang only, fp8, with the MoE layouts (tp 1-8 x attention dp 1, 8 x ep
+  1, 8) x every concurrency from 1 to 1,024;
 - ``train``: Llama-3.1-70B on 2T tokens in 30 days over the whole catalog with the widest search
   (1-16,384 GPUs x 4 shardings x tp 1-8 x pp 1-8 x cp 1-4 x 3 checkpointing x micro-batch 1-8).
 
@@ -44,6 +47,9 @@ bench_scoring = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench_scoring)
 
 SERVE = ["model=llama31_70b", "isl=1024", "osl=1024", "ttft_ms=1000", "tpot_ms=40", "rate=33.333"]
+SERVE_MOE = ["model=qwen3_30b_a3b", "isl=1024", "osl=1024", "ttft_ms=1000", "tpot_ms=40", "rate=33.333",
+             "dtypes=[fp8]", "search.serve.engines=[sglang]", "search.serve.attention_dp=[1,8]",
+             "search.serve.ep=[1,8]"]
 TRAIN = ["model=llama31_70b", "tokens=2e12", "days=30",
          "search.train.n_gpus=[1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192,16384]", "search.train.cp=[1,2,4]",
          "search.train.micro_batch=[1,2,4,8]"]
@@ -68,6 +74,7 @@ def plan_case(name: str, args: list[str], common: list[str], tmp: Path, cache: s
     return {"case": name, "cache": cache, "candidates": s["candidates"], "answered": answered,
             "by_status": s["by_status"], "search_s": s.get("seconds"), "assembled": s.get("assembled"),
             "ruled_out": s.get("ruled_out"), "graphs": s.get("graphs"), "cached_graphs": s.get("cached_graphs"),
+            "fitting": s.get("fitting"), "step_tables": s.get("step_tables"),
             "plan": record["summary"],
             "predictor": record["predictor"], "versions": record["versions"], **stats}
 
@@ -118,7 +125,8 @@ def main() -> None:
     ap.add_argument("--tracking-uri", default=None, help="MLflow store with the champions (default: the project's)")
     ap.add_argument("--forecaster", default="auto", choices=["auto", "registry", "roofline"])
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--cases", nargs="*", default=["serve", "train"], choices=["serve", "train"])
+    ap.add_argument("--cases", nargs="*", default=["serve", "serve_moe", "train"],
+                    choices=["serve", "serve_moe", "train"])
     ap.add_argument("--report-run", type=Path, default=None, help="a nightly run directory to time the report on")
     ap.add_argument("--nightly", action="store_true", help="time jobs/nightly.py end to end (cold and warm)")
     ap.add_argument("--out", type=Path, default=None)
@@ -132,9 +140,9 @@ def main() -> None:
     plans, others = [], []
     with tempfile.TemporaryDirectory(prefix="tilecast-plan-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        if "serve" in args.cases:
-            for cache in ("cold", "warm"):
-                plans.append(plan_case("serve", SERVE, common, tmp, cache))
+        for case, question in (("serve", SERVE), ("serve_moe", SERVE_MOE)):
+            if case in args.cases:
+                plans.append(plan_case(case, question, common, tmp, "-"))
                 print(json.dumps(plans[-1], default=str), flush=True)
         if "train" in args.cases:
             plans.append(plan_case("train", TRAIN, common, tmp, "-"))
@@ -155,8 +163,8 @@ def main() -> None:
             f"{' ' + json.dumps(versions, sort_keys=True) if versions else ''}; {args.workers} Dask workers.", ""]
     if plans:
         text += [_fmt(plans, [("case", "{}"), ("cache", "{}"), ("candidates", "{:,}"), ("answered", "{:,}"),
-                              ("assembled", "{:,}"), ("ruled_out", "{:,}"), ("graphs", "{:,}"),
-                              ("cached_graphs", "{:,}"), ("search_s", "{:.1f}"),
+                              ("fitting", "{:,}"), ("step_tables", "{:,}"), ("assembled", "{:,}"),
+                              ("ruled_out", "{:,}"), ("search_s", "{:.1f}"),
                               ("wall_s", "{:.1f}"), ("cpu_s", "{:.0f}"), ("client_rss_mb", "{:,.0f}"),
                               ("tree_rss_mb", "{:,.0f}"), ("load", "{}")]), ""]
         text += [f"- `{p['case']}` ({p['cache']}): {p['plan']}; by status {json.dumps(p['by_status'])}"

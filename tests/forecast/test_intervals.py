@@ -106,8 +106,9 @@ def test_bounds_contain_the_median_and_widen_with_the_level(shifts, level, extra
 
 @pytest.mark.parametrize("spread", [0.3, 0.05])  # GPU shifts dominate / row noise dominates
 def test_nested_leave_one_gpu_out_coverage_is_near_nominal_on_exchangeable_gpus(spread: float) -> None:
+    """Six seeds of seven GPUs, each judged with a level map fitted without it (a few seconds of CPU each)."""
     dist = {g: 0.5 for g in POOL}  # all alike: the level map alone calibrates
-    covs = [fit.judge_family(_frame(seed, spread), dist, [0.8])["coverage"].mean() for seed in range(8)]
+    covs = [fit.judge_family(_frame(seed, spread), dist, [0.8])["coverage"].mean() for seed in range(6)]
     assert abs(np.mean(covs) - 0.8) < 0.06
 
 

@@ -78,12 +78,14 @@ def test_serving_rows_read_their_layouts():
     rows = pd.DataFrame([
         {**base, "tp_size": 8.0, "attention_dp_size": 1.0, "moe_tp_size": 8.0, "moe_ep_size": 1.0},
         {**base, "tp_size": 1.0, "attention_dp_size": 8.0, "moe_tp_size": 1.0, "moe_ep_size": 8.0},
-        {**base, "tp_size": 36.0, "attention_dp_size": 1.0, "moe_tp_size": 36.0, "moe_ep_size": 1.0},
-        {**base, "tp_size": 8.0, "attention_dp_size": 1.0, "moe_tp_size": 2.0, "moe_ep_size": 2.0}])
+        {**base, "tp_size": 36.0, "attention_dp_size": 1.0, "moe_tp_size": 36.0, "moe_ep_size": 1.0,
+         "system": "gb200"},
+        {**base, "tp_size": 8.0, "attention_dp_size": 1.0, "moe_tp_size": 2.0, "moe_ep_size": 2.0},
+        {**base, "tp_size": 36.0, "attention_dp_size": 1.0, "moe_tp_size": 36.0, "moe_ep_size": 1.0}])
     out = evaluate_serving(rows)
-    assert out["error"][0] == out["error"][1] == ""
+    assert out["error"][0] == out["error"][1] == out["error"][2] == ""  # tp36: wide EP over one NVL72's 36 GPUs
+    assert "nodes=5" in out["error"][4]  # 36 GPUs of 8-GPU nodes: not an even split (the gb200 row still answered)
     assert out["pred_tpot_ms"][0] != out["pred_tpot_ms"][1]  # two layouts, two forecasts
-    assert "tp=36 does not divide the 128 attention heads" in out["error"][2]
     assert "2 x 2 = 4 GPUs" in out["error"][3]
 
 

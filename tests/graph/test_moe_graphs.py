@@ -263,3 +263,14 @@ def test_a_layout_error_is_a_workload_error():
     assert issubclass(LayoutError, WorkloadError)
 
 
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "fp4"])
+def test_the_router_stays_in_half_precision_in_a_quantised_workload(dtype):
+    from tilecast.specs.layout import Layout
+
+    frame = graph_frame(build_parallel_graph(get_model("deepseek_r1"), 8, 1, "inference", Layout(8), dtype=dtype,
+                                             kv_len=1024, serving=True))
+    by_name = frame.groupby("name")["dtype"].first()
+    assert by_name["mlp.router"] == "bf16"  # every quantised release excludes the gate
+    assert by_name["mlp.shared_expert.gate_up_proj"] == dtype  # the rest of the linears in the workload's dtype

@@ -37,13 +37,14 @@ def test_a_serving_plan_written_logged_and_reforecast(tmp_path):
     assert "Plan: llama31_8b, 1,024 in / 256 out, 300 requests/min" in proc.stdout
     assert "runners-up, and why they lost:" in proc.stdout and "/ month" in proc.stdout
     table = pd.read_csv(out)
-    assert list(table.columns[:14]) == ["gpu", "n_gpus", "dtype", "layout", "concurrency", "replicas", "ttft_ms",
-                                        "tpot_ms", "ttft_hi_ms", "tpot_hi_ms", "tokens_per_s_per_gpu",
+    assert list(table.columns[:15]) == ["gpu", "engine", "n_gpus", "dtype", "layout", "concurrency", "replicas",
+                                        "ttft_ms", "tpot_ms", "ttft_hi_ms", "tpot_hi_ms", "tokens_per_s_per_gpu",
                                         "usd_per_month", "feasible", "why"]
     record = json.loads(out.with_suffix(".json").read_text())
     plan = record["plan"]
     assert record["feasible"] is True and plan["chosen"] and plan["gpu"] in ("l4", "h100_sxm_80gb")
-    assert record["search"]["candidates"] == 2 * 2 * 2 * 3 and record["pareto"]
+    assert plan["engine"] in ("vllm", "sglang", "trtllm")
+    assert record["search"]["candidates"] == 3 * 2 * 2 * 2 * 3 and record["pareto"]  # engines x GPUs x ...
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["plan"])
@@ -54,6 +55,7 @@ def test_a_serving_plan_written_logged_and_reforecast(tmp_path):
     again = tmp_path / "again.json"
     proc = _run("predict", ["mode=serve", "model=llama31_8b", f"gpu={plan['gpu']}", f"dtype={plan['dtype']}",
                             f"tp={plan['tp']}", "isl=1024", "osl=256", f"concurrency={plan['concurrency']}",
+                            f"engine={plan['engine']}",
                             "forecaster=roofline", f"output={again}"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     one = json.loads(again.read_text())

@@ -18,6 +18,9 @@ def test_conf_plan_yaml_is_the_default_search():
     ("serve", {"tp": [1, 0]}, r"search\.serve\.tp must be a list of positive integers"),
     ("serve", {"disaggregated": "yes"}, r"search\.serve\.disaggregated must be true or false"),
     ("serve", {"tpp": [1]}, r"search\.serve: unknown key\(s\) tpp"),
+    ("serve", {"concurrency": "all"}, r"search\.serve\.concurrency must be a list of positive integers"),
+    ("serve", {"engines": ["vllm", "tgi"]}, r"unknown serving engine 'tgi'; known: vllm, sglang, trtllm"),
+    ("serve", {"max_concurrency": 0}, r"search\.serve\.max_concurrency must be a positive integer"),
     ("train", {"round_size": 0}, r"search\.train\.round_size must be a positive integer"),
     ("train", {"sharding": []}, r"search\.train\.sharding must not be empty"),
 ])
@@ -30,7 +33,7 @@ def test_layout_rows_answered_or_not():
     rows = serve_layouts(["l4"], ["bf16"], ServeSearch(tp=(1, 2), pp=(1, 2), ep=(1, 4), disaggregated=True,
                                                        prefill_workers=(1,), decode_workers=(1, 2)))
     answered = rows.loc[rows["layout_error"].isna(), "layout"].tolist()
-    assert answered == ["tp1", "tp2"]
+    assert answered == ["tp1", "tp1 ep4", "tp2", "tp2 ep4"]  # the model decides whether it runs ep (MoE only)
     disagg = rows.loc[rows["mode"] == "disagg"]
     assert len(disagg) == 2 * 2 * 2 and disagg["layout_error"].str.contains("disaggregated").all()
     assert (disagg["gpus_per_replica"] == disagg["prefill_tp"] + disagg["decode_workers"] * disagg["decode_tp"]).all()

@@ -50,10 +50,11 @@ def test_the_plan_is_the_cheapest_fleet_meeting_the_targets_at_the_high_end(tabl
                                                                             src["tpot_hi_ms"])
     kept = plan.candidates
     assert kept["chosen"].sum() == 1 and kept["chosen"].iloc[0]
-    assert list(kept.columns[:14]) == ["gpu", "n_gpus", "dtype", "layout", "concurrency", "replicas", "ttft_ms",
-                                       "tpot_ms", "ttft_hi_ms", "tpot_hi_ms", "tokens_per_s_per_gpu",
+    assert list(kept.columns[:15]) == ["gpu", "engine", "n_gpus", "dtype", "layout", "concurrency", "replicas",
+                                       "ttft_ms", "tpot_ms", "ttft_hi_ms", "tpot_hi_ms", "tokens_per_s_per_gpu",
                                        "usd_per_month", "feasible", "why"]
     assert kept["why"].notna().all() and (kept["why"].str.len() > 10).all()
+    assert (kept["engine"] == "vllm").all()  # the serve table's engine (the default)
 
 
 def test_statuses_and_reasons(table):

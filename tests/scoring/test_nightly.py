@@ -59,5 +59,8 @@ def test_nightly_twice_on_a_date_gives_one_set_of_outputs(tmp_path, compose_cfg,
     arts = {a.path for a in client.list_artifacts(second.info.run_id, "run")}
     assert {"run/scores.parquet", "run/report.html", "run/report.md", "run/tables", "run/plots"} <= arts
     assert second.data.params["matrix"] == "smoke" and second.data.metrics["cells"] == 45
-    assert second.data.metrics["failed_cells"] == 0 and second.data.metrics["serve_cells"] == 8
+    assert second.data.metrics["failed_cells"] == 0 and second.data.metrics["serve_cells"] == 9
+    serve = pd.read_parquet(run / "serve_scores.parquet")  # the smoke's mixture-of-experts cell, scored and priced
+    moe = serve.loc[serve["model"] == "qwen3_30b_a3b"]
+    assert len(moe) == 1 and moe["error"].isna().all() and (moe["cost_per_1m_output_tokens_usd"] > 0).all()
 

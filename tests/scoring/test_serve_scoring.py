@@ -37,6 +37,19 @@ def test_every_serve_cell_once_in_input_order(scored):
     assert tuple(table.schema.names) == SERVE_COLUMNS
 
 
+def test_a_mixture_of_experts_cell_is_scored_as_forecast_serve_prices_it(compose_cfg, thread_client):
+    pricing = load_pricing(compose_cfg("score")["pricing"])
+    matrix = load_matrix({**BASE, "serve": {"models": ["qwen3_30b_a3b"], "gpus": ["h100_sxm_80gb"], "dtypes": ["fp8"],
+                                            "tp": [2], "isl_osl": [[1024, 256]], "concurrency": [16]}})
+    out = score_grid(expand(matrix), thread_client, PredictorSource("roofline"), pricing,
+                     serve_cells=expand_serve(matrix)).serve
+    assert len(out) == 1 and out["error"].isna().all() and bool(out["fits"].iloc[0])
+    want = forecast_serve(ServeWorkload("qwen3_30b_a3b", "fp8", 2, 1024, 256, 16), "h100_sxm_80gb").to_dict()
+    for col in ("ttft_ms", "tpot_ms", "tokens_per_s_per_gpu", "weights_gib", "kv_cache_gib"):
+        assert out[col].iloc[0] == pytest.approx(want[col], rel=1e-9), col
+    assert out["cost_per_1m_output_tokens_usd"].iloc[0] > 0
+
+
 def test_the_scorer_agrees_with_forecast_serve(scored):
     _, out = scored
     ok = out.serve.loc[out.serve["error"].isna()]
@@ -89,7 +102,7 @@ def test_step_cost_grids_are_shared_between_gpus_and_cells(scored):
 
 
 @pytest.mark.parametrize("serve, message", [
-    ({**SERVE, "models": ["gpt2_large"]}, "serving is modelled for llama-style decoders"),
+    ({**SERVE, "models": ["gpt2_large"]}, "serving is modelled for the decoder families llama, moe"),
     ({**SERVE, "dtypes": ["fp32"]}, "'serve.dtypes' has invalid value 'fp32'"),
     ({**SERVE, "isl_osl": [[1024]]}, "expected [isl, osl] pairs"),
     ({**SERVE, "concurrency": [0]}, "'serve.concurrency' has invalid value 0"),

@@ -31,7 +31,9 @@ def test_ttft_covers_the_prefill_and_grows_with_concurrency(engine, isl, osl, c)
     own = float(sc.gpu_ms(0, 0, isl, sc.prefill_attn_ms(np.array(0), np.array(isl))))
     one = simulate(sc, isl, osl, c)
     assert one.ttft_ms >= own * (1 - 1e-9)
-    assert simulate(sc, isl, osl, 2 * c).ttft_ms >= one.ttft_ms * (1 - 1e-9)
+    # monotone for fixed output lengths (with the +-10% spread, in expectation only: a draw may lower it a little)
+    fixed = simulate(sc, isl, osl, c, osl_spread=0.0)
+    assert simulate(sc, isl, osl, 2 * c, osl_spread=0.0).ttft_ms >= fixed.ttft_ms * (1 - 1e-9)
 
 
 @settings(max_examples=8, deadline=None)

@@ -86,6 +86,44 @@ def test_rows_spell_layouts():
         Layout(2)
 
 
+def test_nullable_integer_rows_read_missing_sizes_as_unset():
+    import pandas as pd
+
+    row = pd.DataFrame([_row(attention_dp_size=None, moe_tp_size=1.0, moe_ep_size=8.0)]).astype(
+        {c: "Int64" for c in ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size", "pp_size")}).iloc[0]
+    assert row["attention_dp_size"] is pd.NA
+    assert layout_from_row(row, get_model("deepseek_r1")) == Layout(8, 1, 8)
+
+
+def test_wide_rows_read_as_attention_dp_and_wide_ep():
+    m = get_model("deepseek_r1")
+    assert layout_from_row(_row(tp_size=72.0, moe_tp_size=72.0), m) == Layout(1, 72, 72, 288)
+    assert layout_from_row(_row(tp_size=36.0, moe_tp_size=36.0, moe_ep_size=float("nan")), m) == \
+        Layout(1, 36, 36, 288)
+    assert layout_from_row(_row(tp_size=32.0, moe_tp_size=32.0), m) == Layout(1, 32, 32)  # 32 divides 256
+    assert layout_from_row(_row(tp_size=16.0, moe_tp_size=4.0, moe_ep_size=4.0), m) == Layout(16, 1, 4)
+    assert layout_from_row(_row(), m) == Layout(8)  # one node: as spelled
+
+
+@given(ep=st.integers(1, 300))
+def test_redundant_slots_hold_every_expert_evenly(ep):
+    m = get_model("deepseek_v3")
+    slots = -(-m.moe.experts // ep) * ep
+    lay = parse_layout(f"tp1dp{ep}ep{ep}s{slots}") if slots != m.moe.experts else Layout(1, ep, ep)
+    assert lay.check(m).expert_slots(m.moe.experts) % ep == 0
+    assert lay.expert_slots(m.moe.experts) >= m.moe.experts
+    assert parse_layout(lay.tag) == lay
+
+
+@pytest.mark.parametrize(("tag", "words"), [("tp1dp8ep8s104", ("104 expert slots", "fewer than the 256")),
+                                            ("tp1dp8ep8s260", ("260 expert slots", "multiple of ep=8"))])
+def test_bad_slots_are_named(tag, words):
+    with pytest.raises(LayoutError) as info:
+        parse_layout(tag).check(get_model("deepseek_v3"))
+    for word in words:
+        assert word in str(info.value)
+
+
 @pytest.mark.parametrize(("row", "words"), [
     (_row(moe_tp_size=2.0, moe_ep_size=2.0), ("2 x 2 = 4", "8 x 1 = 8")),
     (_row(pp_size=2.0), ("pp_size=2",)),

@@ -74,8 +74,9 @@ def serve_row_workload(row: pd.Series) -> tuple[ServeWorkload, str, str | None]:
                             "flight")
     pp = _int(row.get("pp_size", 1) if pd.notna(row.get("pp_size", 1)) else 1, "pp_size")
     layout = layout_from_row(row, model) if model.moe is not None else None  # tp, attention dp, ep
-    sw = ServeWorkload(model, precision, _int(row["tp_size"], "tp_size"), _int(row["isl"], "isl"),
-                       _int(row["osl"], "osl"), concurrency, pp, layout)
+    tp = layout.tp if layout is not None else _int(row["tp_size"], "tp_size")  # a wide-EP row's tp is its dp
+    sw = ServeWorkload(model, precision, tp, _int(row["isl"], "isl"), _int(row["osl"], "osl"), concurrency, pp,
+                       layout)
     return sw, gpu.key, note
 
 
@@ -151,13 +152,19 @@ def plan_serving(rows: pd.DataFrame, predict: Callable | None = None,
     for (spec, dtype, parallel, engine, version), items in todo.items():
         policy = (policies or {}).get(engine) or engine_policy(engine)
         gpus = list(dict.fromkeys(g for _, g in items))
+        costs, failed = {}, {}
         try:
             costs = step_costs(spec, dtype, parallel, [get_gpu(g) for g in gpus], predict, policy, version)
         except (SpecError, ValueError, KeyError) as exc:
-            for j, _ in items:
-                plan.error[j] = str(exc)
-            continue
+            for g in gpus:  # one GPU's failure (a wide-EP layout its nodes cannot split) is not the others'
+                try:
+                    costs.update(step_costs(spec, dtype, parallel, [get_gpu(g)], predict, policy, version))
+                except (SpecError, ValueError, KeyError) as one:
+                    failed[g] = str(one if len(gpus) > 1 else exc)
         for j, gpu in items:
+            if gpu in failed:
+                plan.error[j] = failed[gpu]
+                continue
             plan.cost[j] = costs[gpu]
             memory = serve_memory(plan.workload[j], get_gpu(gpu), policy.kv_memory_fraction)
             plan.fits[j] = memory.fits

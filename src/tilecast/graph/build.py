@@ -21,7 +21,7 @@ from tilecast.graph.ops import Op, OpGraph, merge_ops, ops_of_tally, tally_ops, 
 from tilecast.graph.tape import Tape
 from tilecast.specs import ModelSpec, Workload, WorkloadError
 from tilecast.specs.layout import Layout
-from tilecast.tiles.dtypes import HALF_DTYPES, op_dtype
+from tilecast.tiles.dtypes import HALF_DTYPES, UNQUANTISED_LINEARS, compute_dtype, op_dtype
 
 #: families whose blocks record identical kernels whatever their index (switch alternates sparse and
 #: dense blocks and sizes its router losses by the number of sparse blocks: recorded in full)
@@ -124,10 +124,12 @@ def layer_ops(workload: Workload, lower_tape: Callable[[Tape], list[Op]], scale_
 
 
 def apply_dtype(ops: tuple[Op, ...], dtype: str) -> tuple[Op, ...]:
-    """Ops lowered at fp32 run at workload ``dtype``: each in :func:`~tilecast.tiles.dtypes.op_dtype`."""
+    """Ops lowered at fp32 run at workload ``dtype``: each in :func:`~tilecast.tiles.dtypes.op_dtype` (the linears of
+    :data:`~tilecast.tiles.dtypes.UNQUANTISED_LINEARS`, a MoE router, at the compute dtype)."""
     if dtype == "fp32":
         return ops
-    return tuple(with_dtype(o, op_dtype(dtype, o.kind)) for o in ops)
+    return tuple(with_dtype(o, compute_dtype(dtype) if o.name in UNQUANTISED_LINEARS else op_dtype(dtype, o.kind))
+                 for o in ops)
 
 
 def build_graph(model: ModelSpec | str | Workload, batch: int | None = None, seq_len: int | None = None,

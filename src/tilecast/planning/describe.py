@@ -26,10 +26,11 @@ def _int(v: Any) -> int:
 
 
 def fleet_text(r: dict[str, Any]) -> str:
-    """``12 x h100_sxm_80gb fp8, tp2: 6 replicas x 64 in flight`` (serving) or ``256 x b300, zero3 ckpt none,
+    """``12 x h100_sxm_80gb fp8, tp2 on vllm: 6 replicas x 64 in flight`` (serving) or ``256 x b300, zero3 ckpt none,
     micro-batch 1`` (training)."""
     if "replicas" in r:
-        return (f"{_int(r['n_gpus'])} x {r['gpu']} {r['dtype']}, {r['layout']}: {_int(r['replicas'])} "
+        engine = f" on {r['engine']}" if r.get("engine") else ""
+        return (f"{_int(r['n_gpus'])} x {r['gpu']} {r['dtype']}, {r['layout']}{engine}: {_int(r['replicas'])} "
                 f"replica{'s' if _int(r['replicas']) != 1 else ''} x {_int(r['concurrency'])} in flight")
     return f"{_int(r['n_gpus'])} x {r['gpu']}, {r['layout']}, micro-batch {_int(r['micro_batch'])}"
 

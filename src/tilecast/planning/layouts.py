@@ -21,12 +21,17 @@ import numpy as np
 import pandas as pd
 
 from tilecast.errors import UserError
+from tilecast.serving.engines import ENGINES, check_engine
 
 #: the layout columns of a serving candidate
 LAYOUT_COLUMNS = ("mode", "tp", "pp", "ep", "attention_dp", "prefill_tp", "prefill_workers", "decode_tp",
                   "decode_workers")
-#: the concurrency grid searched by default: requests in flight per replica (decode workers for disagg)
+#: a sparse concurrency grid (requests in flight per replica; decode workers for disagg): what a nightly serve
+#: table scores
 DEFAULT_CONCURRENCY = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+#: ``concurrency: dense`` (the default) searches every integer from 1 to this (and never above an engine's
+#: ``max_num_seqs``)
+DENSE_MAX_CONCURRENCY = 1024
 
 
 @dataclass(frozen=True)
@@ -40,11 +45,21 @@ class ServeSearch:
     disaggregated: bool = False  # also search disaggregated prefill / decode pools
     prefill_workers: tuple[int, ...] = (1, 2, 4)
     decode_workers: tuple[int, ...] = (1, 2, 4)
-    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
+    concurrency: tuple[int, ...] | str = "dense"  # or a list (e.g. DEFAULT_CONCURRENCY)
+    max_concurrency: int = DENSE_MAX_CONCURRENCY
+    engines: tuple[str, ...] = ENGINES  # serving engines searched (tilecast.serving.engines)
 
     @classmethod
     def from_mapping(cls, cfg: Mapping | None) -> ServeSearch:
-        return cls(**search_fields(cls, cfg, "search.serve", flags=("disaggregated",)))
+        cfg = dict(cfg or {})
+        dense = cfg.get("concurrency") == "dense"
+        if dense:
+            cfg.pop("concurrency")
+        out = search_fields(cls, cfg, "search.serve", flags=("disaggregated",), ints=("max_concurrency",),
+                            words=("engines",))
+        for engine in out.get("engines", ()):
+            check_engine(engine)
+        return cls(**out, **({"concurrency": "dense"} if dense else {}))
 
 
 def search_fields(cls: type, cfg: Mapping | None, section: str, flags: tuple[str, ...] = (),
@@ -113,14 +128,9 @@ class Answer:
 #: a line removed here
 NOT_ANSWERED: tuple[Answer, ...] = (
     Answer(lambda f: (f["mode"] == "disagg").to_numpy(),
-           "not modelled yet: disaggregated prefill / decode pools (the serving harness runs both in one engine)"),
+           "not searched yet: disaggregated prefill / decode pools (tilecast.serving.disagg forecasts one "
+           "configuration; the planner's search does not enumerate them yet)"),
     Answer(lambda f: (f["pp"] > 1).to_numpy(), "not modelled yet: pipeline-parallel serving (use tp)"),
-    Answer(lambda f: (f["ep"] > 1).to_numpy(),
-           "not answered yet: the grid scorer's serve cells carry tp only (expert parallelism: predict.py "
-           "mode=serve layout=tp<n>ep<n> answers one configuration)"),
-    Answer(lambda f: (f["attention_dp"] > 1).to_numpy(),
-           "not answered yet: the grid scorer's serve cells carry tp only (attention data parallelism: predict.py "
-           "mode=serve layout=tp<n>dp<n> answers one configuration)"),
 )
 
 
@@ -153,5 +163,5 @@ def serve_layouts(gpus: Sequence[str], dtypes: Sequence[str], search: ServeSearc
                      axis=1)
 
 
-__all__ = ["DEFAULT_CONCURRENCY", "LAYOUT_COLUMNS", "NOT_ANSWERED", "ServeSearch", "gpus_per_replica",
-           "layout_label", "not_answered", "search_fields", "serve_layouts"]
+__all__ = ["DEFAULT_CONCURRENCY", "DENSE_MAX_CONCURRENCY", "LAYOUT_COLUMNS", "NOT_ANSWERED", "ServeSearch",
+           "gpus_per_replica", "layout_label", "not_answered", "search_fields", "serve_layouts"]

@@ -43,7 +43,7 @@ def _params(plan: Plan) -> dict[str, Any]:
 def metrics(plan: Plan) -> dict[str, float]:
     """The plan's figures as MLflow metrics (the chosen configuration's, and the search's)."""
     out: dict[str, float] = {"feasible": float(plan.feasible)}
-    for key in ("candidates", "answered", "seconds", "assembled", "ruled_out", "graphs"):
+    for key in ("candidates", "answered", "seconds", "assembled", "ruled_out", "graphs", "fitting", "step_tables"):
         value = plan.search.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
             out[f"search.{key}"] = float(value)

@@ -14,8 +14,8 @@ import pandas as pd
 from tilecast.planning.questions import Question, ServeQuestion
 
 #: the columns every serving plan's candidate table starts with (the issue's contract), then the rest
-PLAN_COLUMNS = ("gpu", "n_gpus", "dtype", "layout", "concurrency", "replicas", "ttft_ms", "tpot_ms", "ttft_hi_ms",
-                "tpot_hi_ms", "tokens_per_s_per_gpu", "usd_per_month", "feasible", "why")
+PLAN_COLUMNS = ("gpu", "engine", "n_gpus", "dtype", "layout", "concurrency", "replicas", "ttft_ms", "tpot_ms",
+                "ttft_hi_ms", "tpot_hi_ms", "tokens_per_s_per_gpu", "usd_per_month", "feasible", "why")
 #: the columns every training plan's candidate table starts with
 TRAIN_PLAN_COLUMNS = ("gpu", "n_gpus", "dtype", "layout", "micro_batch", "step_s", "step_hi_s", "days_to_train",
                       "days_to_train_hi", "tokens_per_s_per_gpu", "mfu_pct", "usd_to_train", "feasible", "why")

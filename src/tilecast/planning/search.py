@@ -1,9 +1,10 @@
 """Answer a question end to end: enumerate the candidates, forecast them on the one path the scorer uses, decide.
 
-Serving: the answered layouts x the concurrency grid become serve cells of the scoring engine
-(:func:`tilecast.scoring.engine.score_grid`: each distinct prefill / decode graph built once, on Dask, cached
-between runs; each distinct op forecast once per GPU), and :mod:`tilecast.planning.serve_plan` sizes the fleets
-from the serve table it returns. Training: :mod:`tilecast.planning.train_plan` (the runs assembled on Dask).
+Serving: engine x GPU x dtype x layout x concurrency, forecast from the engines' step tables in process
+(:mod:`tilecast.planning.engine_search`: one step table per (engine, dtype, layout) and GPU answers every
+concurrency, the same forecast ``predict.py mode=serve engine=...`` makes for one configuration), and
+:mod:`tilecast.planning.serve_plan` sizes the fleets and decides. Training: :mod:`tilecast.planning.train_plan`
+(the runs assembled on Dask).
 Nothing here computes a latency: the planner reads the forecasters' answers.
 """
 
@@ -14,13 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
-
 from tilecast.errors import UserError
-from tilecast.planning.layouts import ServeSearch, serve_layouts
+from tilecast.planning.layouts import ServeSearch
 from tilecast.planning.questions import Question, ServeQuestion, TrainQuestion
 from tilecast.planning.result import Plan
-from tilecast.planning.serve_plan import replica_cells, serve_plan
+from tilecast.planning.serve_plan import plan_of, statuses
 from tilecast.planning.train_plan import TrainSearch, train_plan
 from tilecast.scoring.cluster import DaskConfig, dask_client
 from tilecast.scoring.graph_cache import GraphCache
@@ -45,37 +44,21 @@ class PlanSettings:
     progress: bool = False
 
 
-def _empty_cells() -> pd.DataFrame:
-    from tilecast.scoring.matrix import CELL_KEYS
-
-    return pd.DataFrame({k: pd.Series(dtype=object) for k in (*CELL_KEYS, "n_gpus")})
-
-
-def forecast_replicas(cells: pd.DataFrame, client: Any, source: PredictorSource, pricing: Pricing,
-                      dask: DaskConfig | None = None, cache: GraphCache | None = None, progress: bool = False
-                      ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The serve table of replica cells through the scoring engine's serving path, and its stats."""
-    from tilecast.scoring.engine import score_grid
-
-    scored = score_grid(_empty_cells(), client, source, pricing, dask=dask, progress=progress, cache=cache,
-                        serve_cells=cells)
-    return scored.serve, scored.stats.as_dict()
-
-
 def plan_serving(question: ServeQuestion, settings: PlanSettings, client: Any, source: PredictorSource,
                  pricing: Pricing) -> Plan:
+    """Every (engine, GPU, dtype, layout, concurrency) forecast from the engines' step tables
+    (:mod:`tilecast.planning.engine_search`), sized into fleets and decided (:mod:`tilecast.planning.serve_plan`).
+    In process: one step table answers every concurrency, so there is no grid to spread over workers."""
+    from tilecast.planning.engine_search import engine_candidates, with_layout
+    from tilecast.scoring.predictors import worker_predictor
+
     t0 = time.perf_counter()
-    search = settings.serve
-    layouts = serve_layouts(question.gpus, question.dtypes, search)
-    cells = replica_cells(layouts, question, search.concurrency)
-    forecasts, stats = forecast_replicas(cells, client, source, pricing, settings.dask, settings.cache,
-                                         settings.progress)
+    rows, info, layouts = engine_candidates(question, question.gpus, settings.serve, worker_predictor(source),
+                                            pricing, settings.progress)
     t1 = time.perf_counter()
-    info = {"candidates": len(layouts) * len(search.concurrency), "layouts": len(layouts),
-            "concurrency": list(search.concurrency), "replica_cells": len(cells),
-            "graphs": stats.get("graphs"), "cached_graphs": stats.get("cached_graphs"),
-            "distinct_ops": stats.get("distinct_ops"), "forecast_s": t1 - t0}
-    plan = serve_plan(question, layouts, forecasts, settings.top, info)
+    rows = statuses(rows, question)
+    info.update({"candidates": len(rows), "forecast_s": t1 - t0})
+    plan = plan_of(question, rows, settings.top, info, lambda frame: with_layout(frame, layouts))
     plan.search["seconds"] = time.perf_counter() - t0
     plan.search["decide_s"] = time.perf_counter() - t1
     return plan
@@ -103,7 +86,7 @@ def answer(question: Question, settings: PlanSettings, client: Any = None) -> Pl
     source = resolve_source(settings.predictor, settings.alias, settings.tracking_uri, families(question),
                             calibrate=settings.calibrate)
     run = plan_serving if isinstance(question, ServeQuestion) else plan_training
-    if client is not None:
+    if client is not None or run is plan_serving:  # the serving search runs in process (no cluster)
         plan = run(question, settings, client, source, pricing)
     else:
         with dask_client(settings.dask) as c:
@@ -143,4 +126,4 @@ def settings_from_config(cfg: Mapping[str, Any]) -> PlanSettings:
                         progress=show_progress(cfg.get("progress")))
 
 
-__all__ = ["PlanSettings", "answer", "forecast_replicas", "plan_serving", "plan_training", "settings_from_config"]
+__all__ = ["PlanSettings", "answer", "plan_serving", "plan_training", "settings_from_config"]

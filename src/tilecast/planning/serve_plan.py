@@ -34,42 +34,47 @@ FORECAST_COLUMNS = ("ttft_ms", "tpot_ms", "ttft_lo_ms", "ttft_hi_ms", "tpot_lo_m
                     "interval_note", "error")
 
 
-def replica_cells(layouts: pd.DataFrame, question: ServeQuestion, concurrency: tuple[int, ...]) -> pd.DataFrame:
-    """The serve cells to forecast: every answered (GPU, dtype, layout) at every concurrency, as the scorer's
-    serve cells (``model, gpu, dtype, tp, isl, osl, concurrency, n_gpus``)."""
-    ok = layouts.loc[layouts["layout_error"].isna(), ["gpu", "dtype", "tp"]].drop_duplicates()
-    cells = ok.merge(pd.DataFrame({"concurrency": np.asarray(concurrency, dtype=np.int64)}), how="cross")
-    return pd.DataFrame({"model": question.model.key, "gpu": cells["gpu"].to_numpy(),
-                         "dtype": cells["dtype"].to_numpy(), "tp": cells["tp"].to_numpy(dtype=np.int64),
-                         "isl": np.int64(question.isl), "osl": np.int64(question.osl),
-                         "concurrency": cells["concurrency"].to_numpy(dtype=np.int64),
-                         "n_gpus": cells["tp"].to_numpy(dtype=np.int64)})
-
-
 def candidates(layouts: pd.DataFrame, forecasts: pd.DataFrame, question: ServeQuestion) -> pd.DataFrame:
     """Every answered candidate (a layout row at a forecast concurrency) with its forecast, fleet size, cost and
     status; the layouts the serving path does not answer once each, with their reason. ``forecasts``: serve
     table rows of ``question``'s model, isl and osl (other rows are ignored; a layout with no row there is not a
-    candidate: a nightly table that did not score it)."""
+    candidate: a nightly table that did not score it). A row without an engine is the default engine's
+    (:data:`tilecast.forecast.serve.DEFAULT_ENGINE`)."""
+    from tilecast.forecast.serve import DEFAULT_ENGINE
+
     f = forecasts.loc[(forecasts["model"] == question.model.key) & (forecasts["isl"] == question.isl)
                       & (forecasts["osl"] == question.osl)]
-    keep = ["gpu", "dtype", "tp", "concurrency", *[c for c in FORECAST_COLUMNS if c in f]]
+    # rows without an engine (a table from before engines, a cell that failed before one was named): the default's
+    f = f.assign(engine=f["engine"].fillna(DEFAULT_ENGINE) if "engine" in f else DEFAULT_ENGINE)
+    keep = ["engine", "gpu", "dtype", "tp", "concurrency", *[c for c in FORECAST_COLUMNS if c in f]]
     answered = layouts.loc[layouts["layout_error"].isna()]
     rows = answered.merge(f[keep], on=["gpu", "dtype", "tp"], how="inner")
-    rows = size_fleets(rows, question)
     refused = layouts.loc[layouts["layout_error"].notna()]
-    if len(refused):
-        rows = pd.concat([rows, refused.assign(status="not modelled", error=refused["layout_error"])],
-                         ignore_index=True)
+    engines = list(pd.unique(f["engine"])) or [DEFAULT_ENGINE]
+    refused = refused.merge(pd.DataFrame({"engine": engines}), how="cross")
+    return statuses(pd.concat([rows, refused], ignore_index=True), question)
+
+
+def statuses(rows: pd.DataFrame, question: ServeQuestion) -> pd.DataFrame:
+    """Candidate rows (``layout_error`` set on the layouts not forecast, the forecast columns on the others) sized
+    into fleets with their status: the answered ones by :func:`size_fleets`, the refused ones ``not modelled``
+    with their reason."""
+    refused = rows["layout_error"].notna().to_numpy()
+    rows = size_fleets(rows, question, copy=False)
+    if refused.any():
+        rows.loc[refused, "status"] = "not modelled"
+        rows.loc[refused, "error"] = rows.loc[refused, "layout_error"]
     rows["status_rank"] = rows["status"].map({s: i for i, s in enumerate(STATUSES)}).astype(int)
     rows["feasible"] = rows["status"] == STATUSES[0]
     return rows.drop(columns=["layout_error"])
 
 
-def size_fleets(rows: pd.DataFrame, question: ServeQuestion) -> pd.DataFrame:
+def size_fleets(rows: pd.DataFrame, question: ServeQuestion, copy: bool = True) -> pd.DataFrame:
     """Replicas, GPUs, monthly cost, margins and status of each forecast candidate (vectorised; module
-    docstring)."""
-    out = rows.reset_index(drop=True).copy()
+    docstring); ``copy=False`` adds the columns to ``rows`` itself (a million candidates: one table, not two)."""
+    out = rows.reset_index(drop=True)
+    if copy:
+        out = out.copy()
     osl = float(question.osl)
     ttft, tpot = out["ttft_ms"].to_numpy(dtype=float), out["tpot_ms"].to_numpy(dtype=float)
     ttft_hi = _hi(out, "ttft_hi_ms", ttft)
@@ -100,8 +105,9 @@ def size_fleets(rows: pd.DataFrame, question: ServeQuestion) -> pd.DataFrame:
     out["meets_at_point"], out["meets_at_high_end"] = meets_point, meets_hi
 
     error = out["error"].astype(object) if "error" in out else pd.Series(None, index=out.index, dtype=object)
-    has_error = error.notna().to_numpy() | ~answered
     fits = out["fits"].astype("boolean")
+    # a candidate that does not fit need not have been forecast further (the engine search stops there)
+    has_error = error.notna().to_numpy() | (~answered & (fits != False).fillna(True).to_numpy(dtype=bool))  # noqa: E712
     too_many = np.zeros(len(out), dtype=bool) if question.max_gpus is None else n_gpus > question.max_gpus
     status = np.select(
         [has_error & not_supported(error), has_error,
@@ -126,17 +132,26 @@ def decide(rows: pd.DataFrame, question: ServeQuestion, top: int = 20) -> tuple[
     """(feasible, the kept candidates with ``chosen`` and ``why``, the Pareto front).
 
     The plan: the feasible candidate with the lowest monthly cost (then fewer GPUs, then the larger margin).
-    Kept: per (GPU, dtype, layout) its best candidate (the cheapest feasible one, else the closest to meeting
+    Kept: per (engine, GPU, dtype, layout) its best candidate (the cheapest feasible one, else the closest to meeting
     the question), and the Pareto front's candidates. The front: answered candidates that fit, no other beating
-    them on both output tokens/s per GPU and per user."""
+    them on both output tokens/s per GPU and per user.
+
+    Only the rows that can be kept are copied (a million candidates stay one table): in rank order, each group's
+    first row, the front and the first row overall; the front of that subset is the front of all (every point off
+    the front is beaten by one on it), so the decision is the one over every row."""
+    group = ["engine", "gpu", "dtype", "layout"]
     gpus = rows["n_gpus"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
     margin = rows["margin_pct"].to_numpy(dtype=float)
-    ranked = rows.iloc[rank_order(rows, rows["usd_per_month"].to_numpy(dtype=float), gpus, -margin)]
-    fit = fitting(ranked)
+    order = rank_order(rows, rows["usd_per_month"].to_numpy(dtype=float), gpus, -margin)
+    fit = fitting(rows)[order]
     with np.errstate(divide="ignore", invalid="ignore"):
-        front = pareto_mask(np.where(fit, 1.0 / ranked["tokens_per_s_per_gpu"].to_numpy(dtype=float), np.nan),
-                            np.where(fit, 1.0 / ranked["tokens_per_s_per_user"].to_numpy(dtype=float), np.nan))
-    return keep(ranked, front, ["gpu", "dtype", "layout"], lambda kept, plan: why(kept, question, plan),
+        front = pareto_mask(
+            np.where(fit, 1.0 / rows["tokens_per_s_per_gpu"].to_numpy(dtype=float)[order], np.nan),
+            np.where(fit, 1.0 / rows["tokens_per_s_per_user"].to_numpy(dtype=float)[order], np.nan))
+    first = ~rows[group].iloc[order].duplicated(keep="first").to_numpy()
+    take = first | front
+    take[:1] = True
+    return keep(rows.iloc[order[take]], front[take], group, lambda kept, plan: why(kept, question, plan),
                 "tokens_per_s_per_user")
 
 
@@ -190,8 +205,16 @@ def serve_plan(question: ServeQuestion, layouts: pd.DataFrame, forecasts: pd.Dat
                search: dict | None = None) -> Plan:
     """The plan of ``question`` from its layouts (:func:`tilecast.planning.layouts.serve_layouts`) and the
     serve-table rows forecasting them."""
-    rows = candidates(layouts, forecasts, question)
+    return plan_of(question, candidates(layouts, forecasts, question), top, search)
+
+
+def plan_of(question: ServeQuestion, rows: pd.DataFrame, top: int = 20, search: dict | None = None,
+            finish=None) -> Plan:
+    """The plan of ``question`` from its candidates with their status (:func:`candidates`, :func:`statuses`);
+    ``finish`` (optional) completes the kept rows and the front (the engine search's layout columns)."""
     feasible, kept, pareto = decide(rows, question, top)
+    if finish is not None:
+        kept, pareto = finish(kept), finish(pareto)
     counts = rows["status"].value_counts()
     info = dict(search or {})
     info.update({"candidates": int(info.get("candidates", len(rows))), "answered": int(counts.drop(
@@ -211,4 +234,5 @@ def _ordered(kept: pd.DataFrame) -> pd.DataFrame:
     return kept[first + rest + [c for c in kept.columns if c not in first + rest]]
 
 
-__all__ = ["FORECAST_COLUMNS", "candidates", "decide", "replica_cells", "serve_plan", "size_fleets", "why"]
+__all__ = ["FORECAST_COLUMNS", "candidates", "decide", "plan_of", "serve_plan", "size_fleets", "statuses",
+           "why"]

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tilecast.errors import UserError
-from tilecast.forecast.serve import SERVE_DTYPES
+from tilecast.forecast.serve import SERVE_DTYPES, SERVE_FAMILIES
 from tilecast.graph.parallel import ParallelismError, parse_parallel
 from tilecast.specs import UnknownSpecError, all_gpus, all_models, get_gpu, get_model
 from tilecast.specs.layout import parse_layout
@@ -300,9 +300,9 @@ def _serve(name: str, cfg: Any) -> ServeMatrix | None:
             raise MatrixError(f"matrix {name!r}: serve section misses field {required!r}")
     models = _catalog_keys(name, "serve.models", cfg["models"], "model")
     for m in models:
-        if get_model(m).family != "llama":
+        if get_model(m).family not in SERVE_FAMILIES:
             raise MatrixError(f"matrix {name!r}: field 'serve.models': {m} is a {get_model(m).family!r} model; "
-                              "serving is modelled for llama-style decoders")
+                              f"serving is modelled for the decoder families {', '.join(SERVE_FAMILIES)}")
     return ServeMatrix(
         models=models, gpus=_catalog_keys(name, "serve.gpus", cfg["gpus"], "GPU"),
         dtypes=_dtypes(name, cfg.get("dtypes", ["bf16"]), "serve.dtypes", SERVE_DTYPES),

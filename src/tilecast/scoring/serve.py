@@ -38,7 +38,7 @@ from tilecast.scoring.pricing import Pricing
 from tilecast.serving.engine_allreduce import engine_comm
 from tilecast.serving.policy import engine_policy
 from tilecast.serving.steady import steady_state
-from tilecast.serving.step import config_fp8_gemms, costs_from_summaries, grid_keys
+from tilecast.serving.step import DECODE_ATTN, PREFILL_ATTN, config_fp8_gemms, costs_from_arrays, grid_keys
 from tilecast.specs import SpecError, get_gpu, get_model
 
 #: the grid's graphs, one role each (:func:`tilecast.serving.step.grid_keys`)
@@ -137,7 +137,6 @@ def assemble(cells: pd.DataFrame, graph_ids: tuple[np.ndarray, dict[str, np.ndar
     activation quantisation, :data:`tilecast.serving.step.FUSED_QUANT_MS`), not the roofline."""
     out = cells.reset_index(drop=True).copy()
     codes, ids = graph_ids
-    lookup = summary.set_index(["graph_id", "gpu"])
     gerr = info.set_index("graph_id")["graph_error"]
     ferr = forecast_errors.set_index(["graph_id", "gpu"])["forecast_error"]
     errors = [out["workload_error"]]
@@ -157,23 +156,42 @@ def assemble(cells: pd.DataFrame, graph_ids: tuple[np.ndarray, dict[str, np.ndar
         / (mem["per_token_b"].to_numpy() * kv_scale)
     kv_tokens = np.where(np.isfinite(kv_tokens), kv_tokens, np.inf)
     valid = codes >= 0
-    frame = pd.DataFrame({"code": codes, "gpu": out["gpu"].to_numpy()})[valid]
-    for (code, gpu), idx in frame.groupby(["code", "gpu"], sort=False).groups.items():
-        idx = np.asarray(idx)
-        gids = [int(ids[r][code]) for r in ROLES]
-        hit = lookup.reindex(pd.MultiIndex.from_arrays([gids, [gpu] * len(gids)]))
-        bad = hit["e2e_ms"].isna().to_numpy() | (hit["nan_ops"].fillna(0).to_numpy() > 0)
+    # the summaries as dense (graph, GPU) arrays: one gather per (configuration, GPU)
+    gpu_list = list(pd.unique(out["gpu"]))
+    gcode = {g: j for j, g in enumerate(gpu_list)}
+    n_graph = int(summary["graph_id"].max()) + 1 if len(summary) else 1
+    dense = {k: np.full((n_graph, len(gpu_list)), np.nan) for k in ("e2e", "ap", "ad")}
+    bad_ops = np.zeros((n_graph, len(gpu_list)), dtype=bool)
+    known = summary["gpu"].isin(gcode).to_numpy()
+    s_g = summary["graph_id"].to_numpy(dtype=np.int64)[known]
+    s_j = summary["gpu"].map(gcode).to_numpy()[known].astype(np.int64)
+    cols = {"e2e": ("e2e_ms",), "ap": PREFILL_ATTN, "ad": DECODE_ATTN}
+    for k, names in cols.items():
+        vals = summary["e2e_ms"].to_numpy(float) if k == "e2e" else sum(
+            (summary[c].fillna(0.0).to_numpy(float) for c in names if c in summary), np.zeros(len(summary)))
+        dense[k][s_g, s_j] = vals[known]
+    bad_ops[s_g, s_j] = summary["nan_ops"].fillna(0).to_numpy()[known] > 0
+    role_ids = np.stack([ids[r] for r in ROLES], axis=1) if len(ROLES) else np.zeros((0, 0), int)
+    n_tok = len(token_roles)
+    model_a, dtype_a, tp_a = (out[k].to_numpy() for k in ("model", "dtype", "tp"))
+    isl_a, osl_a, conc_a = (out[k].to_numpy() for k in ("isl", "osl", "concurrency"))
+    cell_gpu = out["gpu"].map(gcode).to_numpy()
+    frame = pd.DataFrame({"code": codes, "gpu": cell_gpu})[valid]
+    for (code, j), idx in frame.groupby(["code", "gpu"], sort=False).indices.items():
+        idx = frame.index.to_numpy()[idx]
+        gids = role_ids[code]
+        e2e, ap, ad = dense["e2e"][gids, j], dense["ap"][gids, j], dense["ad"][gids, j]
+        bad = np.isnan(e2e) | bad_ops[gids, j]
         if bad.any():
-            k = int(np.flatnonzero(bad)[0])
-            grid_error[idx] = gerr.get(gids[k]) or ferr.get((gids[k], gpu)) or "a step-cost graph has no forecast"
+            k = int(gids[np.flatnonzero(bad)[0]])
+            grid_error[idx] = gerr.get(k) or ferr.get((k, gpu_list[j])) or "a step-cost graph has no forecast"
             continue
-        model, dtype, tp = out.loc[idx[0], ["model", "dtype", "tp"]]
-        spec = get_model(model)
-        parallel = f"tp{int(tp)}" if int(tp) > 1 else None
-        cost = costs_from_summaries(hit.iloc[: len(token_roles)], hit.iloc[len(token_roles):], spec.num_layers,
-                                    policy, config_fp8_gemms(spec, str(dtype), parallel) if learned else 0.0)
-        st = steady_state(cost, out["isl"].to_numpy()[idx], out["osl"].to_numpy()[idx],
-                          out["concurrency"].to_numpy()[idx], kv_tokens=kv_tokens[idx])
+        i0 = idx[0]
+        spec = get_model(model_a[i0])
+        parallel = f"tp{int(tp_a[i0])}" if int(tp_a[i0]) > 1 else None
+        cost = costs_from_arrays(e2e[:n_tok], ap[:n_tok], e2e[n_tok:], ad[n_tok:], spec.num_layers, policy,
+                                 config_fp8_gemms(spec, str(dtype_a[i0]), parallel) if learned else 0.0)
+        st = steady_state(cost, isl_a[idx], osl_a[idx], conc_a[idx], kv_tokens=kv_tokens[idx])
         res["ttft_ms"][idx], res["tpot_ms"][idx] = st["ttft_ms"], st["tpot_ms"]
         res["prefill_ms"][idx], res["decode_step_ms"][idx] = st["prefill_step_ms"], st["decode_step_ms"]
     assert len(decode_roles) + len(token_roles) == len(ROLES)

@@ -179,12 +179,21 @@ def costs_from_summaries(token: pd.DataFrame, decode: pd.DataFrame, num_layers: 
     def attn(frame: pd.DataFrame, cols: tuple[str, ...]) -> np.ndarray:
         return sum((frame[c].fillna(0.0).to_numpy(float) for c in cols if c in frame), np.zeros(len(frame)))
 
-    a_p = attn(token, PREFILL_ATTN)
+    return costs_from_arrays(token["e2e_ms"].to_numpy(float), attn(token, PREFILL_ATTN),
+                             decode["e2e_ms"].to_numpy(float), attn(decode, DECODE_ATTN), num_layers, policy,
+                             n_fp8_gemms)
+
+
+def costs_from_arrays(token_ms: np.ndarray, token_attn_ms: np.ndarray, decode_ms: np.ndarray,
+                      decode_attn_ms: np.ndarray, num_layers: int, policy: EnginePolicy, n_fp8_gemms: float = 0.0
+                      ) -> StepCost:
+    """:func:`costs_from_summaries` from arrays: the token graphs' step and prefill-attention ms, the decode graphs'
+    step and decode-attention ms (:func:`grid_keys` order)."""
     fused = FUSED_QUANT_MS * n_fp8_gemms
-    lin_t = token["e2e_ms"].to_numpy(float) - a_p - fused
-    a_d = attn(decode, DECODE_ATTN).reshape(len(DECODE_BATCH_GRID), len(DECODE_LEN_GRID))
-    lin_d = (decode["e2e_ms"].to_numpy(float) - attn(decode, DECODE_ATTN)).reshape(a_d.shape)[:, 0] - fused
-    return StepCost(lin_t, a_p, lin_d, a_d, int(num_layers), policy)
+    a_d = np.asarray(decode_attn_ms, float).reshape(len(DECODE_BATCH_GRID), len(DECODE_LEN_GRID))
+    lin_d = (np.asarray(decode_ms, float).reshape(a_d.shape) - a_d)[:, 0] - fused
+    return StepCost(np.asarray(token_ms, float) - token_attn_ms - fused, np.asarray(token_attn_ms, float), lin_d, a_d,
+                    int(num_layers), policy)
 
 
 def step_costs(spec: ModelSpec, dtype: str, parallel: object, gpus: list[GpuSpec], predict: FamilyPredictor | None,
@@ -215,5 +224,6 @@ def step_costs(spec: ModelSpec, dtype: str, parallel: object, gpus: list[GpuSpec
 
 
 __all__ = ["DECODE_BATCH_GRID", "DECODE_LEN_GRID", "FUSED_QUANT_MS", "TOKEN_GRID", "StepCost", "config_fp8_gemms",
-           "costs_from_summaries", "fp8_gemms", "grid_frame",
+           "costs_from_arrays", "costs_from_summaries",
+           "fp8_gemms", "grid_frame",
            "grid_keys", "step_costs"]

@@ -13,7 +13,16 @@ and the collectives read the same value. Errors (:class:`LayoutError`, a Workloa
 dividing the experts, tp not dividing the heads, ``tp x dp`` not matching the GPU count, a layout of a
 serving row whose moe_tp x moe_ep differs from tp x dp, pipeline parallelism.
 
-Tags: ``tp4``, ``tp4ep4``, ``tp1dp8ep8``, ``dp8ep8`` (``tp`` 1 when absent).
+Tags: ``tp4``, ``tp4ep4``, ``tp1dp8ep8``, ``dp8ep8`` (``tp`` 1 when absent), ``tp1dp72ep72s288``.
+
+Wide expert parallelism (a GB200 NVL72 domain): an ``ep`` that does not divide the experts runs with redundant
+expert slots, as TensorRT-LLM's and SGLang's expert-parallel load balancers do: ``slots`` (a multiple of ``ep``, at
+least the experts) are spread evenly, ``slots / ep`` per GPU, the extra ones copies of the busiest experts. A layout
+states its slots (``s<n>`` in the tag); without them EP must divide the experts (the named error). The public
+serving rows spell such deployments ``tp_size = moe_tp_size = N`` above :data:`MAX_TP` GPUs with neither attention
+dp nor ep (no engine splits attention or an expert across more than one node's 8 GPUs; tensor parallelism over N
+would hold every request's latent cache on every GPU): :func:`layout_from_row` reads them as attention data
+parallel over N, experts over N, ``ceil(experts / N) x N`` slots (:func:`wide_ep`).
 """
 
 from __future__ import annotations
@@ -24,11 +33,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from tilecast.specs.model import ModelSpec
 from tilecast.specs.workload import WorkloadError
 
-_TAG = re.compile(r"^(?:tp(?P<tp>\d+))?(?:dp(?P<dp>\d+))?(?:ep(?P<ep>\d+))?$")
-TAG_FORMAT = "tp<n>[dp<n>][ep<n>] (e.g. tp8, tp4ep4, tp1dp8ep8)"
+_TAG = re.compile(r"^(?:tp(?P<tp>\d+))?(?:dp(?P<dp>\d+))?(?:ep(?P<ep>\d+)(?:s(?P<slots>\d+))?)?$")
+TAG_FORMAT = "tp<n>[dp<n>][ep<n>[s<slots>]] (e.g. tp8, tp4ep4, tp1dp8ep8, tp1dp72ep72s288)"
+#: the most GPUs a row's tensor parallelism spans as spelled (one node); beyond, a row of tp = moe_tp alone is a
+#: wide expert-parallel deployment (module docstring)
+MAX_TP = 8
 #: serving.csv columns of a layout (``prefill_`` / ``decode_`` prefixed in disaggregated rows)
 ROW_COLUMNS = ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size", "pp_size")
 
@@ -51,12 +65,15 @@ class Layout:
     tp: int = 1
     dp: int = 1
     ep: int = 1
+    slots: int = 0  # expert slots over the ep GPUs (redundant experts; 0: the model's experts)
 
     def __post_init__(self) -> None:
         for name in ("tp", "dp", "ep"):
             _positive(name, getattr(self, name))
         if self.gpus % self.ep:
             raise LayoutError(f"layout {self.tag}: ep={self.ep} does not divide the {self.gpus} GPUs of tp x dp")
+        if self.slots and (self.slots < 0 or self.slots % self.ep):
+            raise LayoutError(f"layout {self.tag}: {self.slots} expert slots are not a multiple of ep={self.ep}")
 
     @property
     def gpus(self) -> int:
@@ -71,7 +88,13 @@ class Layout:
     @property
     def tag(self) -> str:
         """``tp4``, ``tp4ep4``, ``tp1dp8ep8``: the graph key of this layout."""
-        return f"tp{self.tp}" + (f"dp{self.dp}" if self.dp > 1 else "") + (f"ep{self.ep}" if self.ep > 1 else "")
+        return (f"tp{self.tp}" + (f"dp{self.dp}" if self.dp > 1 else "") + (f"ep{self.ep}" if self.ep > 1 else "")
+                + (f"s{self.slots}" if self.slots else ""))
+
+    def expert_slots(self, experts: int) -> int:
+        """Expert slots the ``ep`` GPUs hold for a model of ``experts`` routed experts (its own count unless the
+        layout states redundant ones)."""
+        return self.slots or experts
 
     def local_batch(self, batch: int) -> int:
         """Sequences one attention data-parallel group serves of ``batch`` (the busiest group's share)."""
@@ -102,8 +125,11 @@ class Layout:
             if model.intermediate_size % tp:
                 raise LayoutError(f"{where}: tp={tp} does not divide the MLP's {model.intermediate_size} features")
             return self
-        if moe.experts % self.ep:
-            raise LayoutError(f"{where}: expert parallel ep={self.ep} does not divide the {moe.experts} experts")
+        if self.slots and self.slots < moe.experts:
+            raise LayoutError(f"{where}: {self.slots} expert slots are fewer than the {moe.experts} experts")
+        if self.expert_slots(moe.experts) % self.ep:
+            raise LayoutError(f"{where}: expert parallel ep={self.ep} does not divide the {moe.experts} experts "
+                              "(give redundant expert slots, s<n> in the tag, for wide expert parallelism)")
         if moe.inter % self.moe_tp:
             raise LayoutError(f"{where}: moe_tp={self.moe_tp} (tp x dp / ep) does not divide the experts' "
                               f"{moe.inter} intermediate features")
@@ -124,14 +150,22 @@ def parse_layout(value: str | Layout | None) -> Layout | None:
     m = _TAG.match(text)
     if not m or not any(m.groupdict().values()):
         raise LayoutError(f"layout={value!r} is not {TAG_FORMAT}")
-    return Layout(*(int(m[k]) if m[k] else 1 for k in ("tp", "dp", "ep")))
+    return Layout(*(int(m[k]) if m[k] else 1 for k in ("tp", "dp", "ep")), int(m["slots"] or 0))
+
+
+def wide_ep(gpus: int, model: ModelSpec) -> Layout:
+    """Attention data parallel over ``gpus``, the experts over all of them, with redundant slots where ``gpus`` does
+    not divide the experts (``ceil(experts / gpus)`` per GPU)."""
+    experts = model.moe.experts
+    slots = -(-experts // gpus) * gpus
+    return Layout(1, gpus, gpus, slots if slots != experts else 0)
 
 
 def _size(row: Mapping[str, Any], column: str) -> int | None:
     """A layout column of a serving row: None where absent, empty, NaN or 0 (the data's "not set")."""
     value = row.get(column)
-    if value is None or value == "":
-        return None
+    if value is None or value is pd.NA or (isinstance(value, str) and not value.strip()):
+        return None  # pd.NA: a nullable integer column (the shipped serving table's)
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -158,6 +192,8 @@ def layout_from_row(row: Mapping[str, Any], model: ModelSpec, prefix: str = "") 
     moe_tp, ep = _size(row, f"{prefix}moe_tp_size"), _size(row, f"{prefix}moe_ep_size")
     if model.moe is None:
         return Layout(tp, dp).check(model)
+    if model.moe is not None and tp > MAX_TP and dp == 1 and moe_tp in (None, tp) and ep in (None, 1):
+        return wide_ep(tp, model).check(model)  # the data's spelling of wide EP (module docstring)
     ep = ep or (tp * dp // moe_tp if moe_tp else 1)
     moe_tp = moe_tp or (tp * dp // ep)
     if moe_tp * ep != tp * dp:

@@ -114,6 +114,11 @@ def compute_dtype(workload_dtype: str) -> str:
 QUANTISED_KINDS = frozenset({"linear", "moe"})
 
 
+#: linears every quantised release keeps in half precision (the Hugging Face quantisation configs exclude the MoE
+#: router's gate, and Qwen's shared-expert gate, in fp8 and fp4 checkpoints alike): they run at the compute dtype
+UNQUANTISED_LINEARS = frozenset({"mlp.router", "mlp.shared_expert_gate"})
+
+
 def op_dtype(workload_dtype: str, kind: str) -> str:
     """The dtype an op of ``kind`` runs in: fp8 / fp4 workloads run linears and fused MoE experts in their
     dtype and the rest in bf16."""

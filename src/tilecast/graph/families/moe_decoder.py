@@ -168,6 +168,7 @@ def moe_mlp(c: Ctx, x: Tensor) -> Tensor:
     t, s, lay, moe = c.tape, c.spec, layout_of(c), c.spec.moe
     B, T, tokens = _shape(c)
     H, E = s.hidden_size, moe.experts
+    slots = lay.expert_slots(E)  # redundant expert slots (wide EP) route over more, fewer-loaded experts
     logits = _linear(c, "mlp.router", x, T, H, E, bias=moe.expert_bias)
     if c.training:  # the router's probabilities and its auxiliary load-balancing loss
         probs = t.vec("mlp.router.probs", "sigmoid" if moe.scoring == "sigmoid" else "softmax", [logits], T, E)
@@ -181,13 +182,13 @@ def moe_mlp(c: Ctx, x: Tensor) -> Tensor:
             shared = t.vec("mlp.shared_expert.gate", "mul", [shared, gate], T, H)
     a2a = lay.dp > 1 and lay.ep > 1 and lay.moe_tp == 1
     mode = "ll" if c.seq == 1 else "normal"
-    routing = dict(topk=moe.topk, experts=E, ep=lay.ep)
+    routing = dict(topk=moe.topk, experts=slots, ep=lay.ep)
     if a2a:
         x = t.special("mlp.dispatch", "a2a", "a2a_dispatch", (1, T, H, 0, 0, 0), [x, logits], T * moe.topk * H,
                       make_attrs(mode=mode, **routing), grad="a2a_combine")
-    local, inter = E // lay.ep, moe.inter // lay.moe_tp
+    local, inter = slots // lay.ep, moe.inter // lay.moe_tp
     bias = local * (2 * inter + H) if moe.expert_bias else 0
-    attrs = make_attrs(topk=moe.topk, experts=E, moe_tp=lay.moe_tp, moe_ep=lay.ep, gated=moe.gated,
+    attrs = make_attrs(topk=moe.topk, experts=slots, moe_tp=lay.moe_tp, moe_ep=lay.ep, gated=moe.gated,
                        ckpt=s.quantization, distribution=DEFAULT_DISTRIBUTION)
     out = t.special("mlp.experts", "moe", "moe", (1, tokens, H, moe.inter, 0, 0), [x, logits],
                     (T if a2a else tokens) * H, attrs, params=(local * moe.projections * H * inter, bias))
