@@ -1,5 +1,6 @@
 """The iteration-level simulation's properties (hypothesis) and the closed-form steady state against it."""
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -66,3 +67,25 @@ def test_a_full_kv_cache_queues_requests():
     tight = steady_state(sc, 1024, 64, 32, kv_tokens=8 * 1024)
     assert float(tight["running"]) == 8 and float(tight["ttft_ms"]) > 2 * float(free["ttft_ms"])
     assert simulate(sc, 1024, 64, 16, kv_tokens=4 * 1100).ttft_ms > simulate(sc, 1024, 64, 16).ttft_ms
+
+
+@given(st.integers(1, 64), st.sampled_from([2, 4, 8]))
+@settings(max_examples=15)
+def test_attention_dp_ranks_each_run_their_share(c_rank, dp):
+    """Under attention data parallelism each of the ``dp`` ranks schedules ``c / dp`` requests: the replica's TTFT
+    and TPOT are one rank's at its share, its throughput ``dp`` times one rank's."""
+    base = cost("vllm")
+    wide = dataclasses.replace(base, dp=dp)
+    one = steady_state(base, 1024, 256, c_rank)
+    all_ranks = steady_state(wide, 1024, 256, c_rank * dp)
+    for key in ("ttft_ms", "tpot_ms"):
+        assert np.allclose(all_ranks[key], one[key])
+    assert np.allclose(all_ranks["throughput_rps"], dp * one["throughput_rps"])
+
+
+def test_the_grid_holds_every_ranks_share():
+    """A layout's step-cost grid is built per attention rank: its graphs carry ``dp`` times the batch."""
+    from tilecast.serving.step import grid_keys
+    one, eight = grid_keys(4096), grid_keys(4096, dp=8)
+    assert (eight["batch"] == 8 * one["batch"]).all()
+    assert (eight[["seq_len", "kv_len"]] == one[["seq_len", "kv_len"]]).all().all()

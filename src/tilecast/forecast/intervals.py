@@ -140,7 +140,7 @@ def _records(table: IntervalTable, family: str, dtype: str) -> tuple[Mapping[str
 
 
 @dataclass(frozen=True)
-class Placement:
+class SpecPlacement:
     """Where a GPU stands relative to a family's calibrating GPUs: its spec distance to the training GPUs,
     the nearest of them, each calibrating GPU's weight, and why (a note); ``no_data``: nothing calibrates it."""
 
@@ -151,7 +151,7 @@ class Placement:
     no_data: bool = False
 
 
-def placement(record: Mapping[str, Any], gpu: GpuSpec, trained: Mapping[str, Any], dtype: str) -> Placement:
+def placement(record: Mapping[str, Any], gpu: GpuSpec, trained: Mapping[str, Any], dtype: str) -> SpecPlacement:
     """How ``gpu`` is calibrated in a family (``record``, trained on ``trained``) at ``dtype``."""
     pool = [g for g in trained.get("gpus", ()) if g != gpu.key] or list(trained.get("gpus", ()))
     distance = im.spec_distance(gpu, pool, dtype) if pool else math.inf
@@ -162,7 +162,7 @@ def placement(record: Mapping[str, Any], gpu: GpuSpec, trained: Mapping[str, Any
         notes.append(f"another vendor ({gpu.vendor} GPU): the predictors trained on {', '.join(sorted(vendors))} "
                      "GPUs only")
         if not any(u.get("vendor_gap") for u in record["gpus"].values()):
-            return Placement(distance, nearest, {}, "; ".join(notes + ["no measurement of that vendor"]), True)
+            return SpecPlacement(distance, nearest, {}, "; ".join(notes + ["no measurement of that vendor"]), True)
     same = sorted(g for g in trained.get("gpus", ()) if get_gpu(g).vendor == gpu.vendor)
     if same and len(same) < FEW_OF_VENDOR and len(same) < len(trained.get("gpus", ())):
         name = _VENDOR_NAMES.get(gpu.vendor, gpu.vendor)
@@ -174,7 +174,7 @@ def placement(record: Mapping[str, Any], gpu: GpuSpec, trained: Mapping[str, Any
     w = im.weights(record, distance)
     lead = (f"spec distance {distance:.2f} to the nearest training GPU ({nearest}); "
             f"{im.effective_gpus(w):.1f} of {len(w)} calibrating GPUs weigh in")
-    return Placement(distance, nearest, w, "; ".join([lead, *notes]))
+    return SpecPlacement(distance, nearest, w, "; ".join([lead, *notes]))
 
 
 def kernel_log_q(family: str, gpu: GpuSpec, dtype: str, level: float, table: IntervalTable,

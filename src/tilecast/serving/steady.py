@@ -49,8 +49,12 @@ def steady_state(cost: StepCost, isl: np.ndarray, osl: np.ndarray, concurrency: 
     ``running`` per cell (arrays broadcast together) under ``cost``'s engine (module docstring); ``kv_tokens``: the
     KV cache's capacity in tokens."""
     pol = cost.policy
-    isl, osl, c_all = (np.asarray(a, dtype=float) for a in np.broadcast_arrays(isl, osl, concurrency))
-    n_req = PROMPTS_PER_CONCURRENCY * c_all if n_requests is None else np.asarray(n_requests, dtype=float) + 0 * c_all
+    isl, osl, c_glob = (np.asarray(a, dtype=float) for a in np.broadcast_arrays(isl, osl, concurrency))
+    n_req = PROMPTS_PER_CONCURRENCY * c_glob if n_requests is None else np.asarray(n_requests, dtype=float) + 0 * c_glob
+    # attention data parallelism: each of the dp ranks schedules its own share of the requests (its own token
+    # budget, max_num_seqs and KV cache); the ranks step together, so one rank's loop is the replica's
+    dp = float(getattr(cost, "dp", 1) or 1)
+    c_all, n_req = np.ceil(c_glob / dp), n_req / dp
     # the engine runs at most max_num_seqs requests and admits a request while the KV cache holds its prompt (it
     # preempts when the outputs outgrow it: rare while requests are at every stage); the rest wait for a slot
     c = np.clip(np.minimum(np.floor(np.asarray(kv_tokens, dtype=float) / isl), pol.max_num_seqs), 1.0, c_all)
@@ -98,7 +102,7 @@ def steady_state(cost: StepCost, isl: np.ndarray, osl: np.ndarray, concurrency: 
     queued = (c_all - c) / c * running_ms * (1.0 - first)
     ttft = ttft + queued
     latency = ttft + (osl - 1.0) * tpot
-    return {"ttft_ms": ttft, "tpot_ms": tpot, "request_latency_ms": latency, "throughput_rps": c_all / (latency / 1e3),
+    return {"ttft_ms": ttft, "tpot_ms": tpot, "request_latency_ms": latency, "throughput_rps": c_glob / (latency / 1e3),
             "decode_step_ms": t_d, "prefill_step_ms": t_p, "running": c}
 
 

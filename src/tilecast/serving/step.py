@@ -56,16 +56,20 @@ PREFILL_ATTN = ("ms_attn_prefill", "ms_mla_prefill")
 DECODE_ATTN = ("ms_attn_decode", "ms_mla_decode")
 
 
-def grid_keys(max_positions: int | None = None) -> pd.DataFrame:
-    """The grid's graphs: ``role`` (``token`` | ``decode``), ``batch``, ``seq_len``, ``kv_len``. A token graph of more
-    tokens than the model's ``max_positions`` runs them as several requests of the largest power of two that fits
+def grid_keys(max_positions: int | None = None, dp: int = 1) -> pd.DataFrame:
+    """The grid's graphs: ``role`` (``token`` | ``decode``), ``batch``, ``seq_len``, ``kv_len``, per attention rank:
+    under attention data parallelism (``dp`` ranks stepping together, the experts seeing every rank's tokens) each
+    graph holds ``dp`` times the batch, one share per rank, so the grid's ``M`` and ``d`` are one rank's. A token
+    graph of more tokens than the model's ``max_positions`` runs them as several requests of the largest power of two
+    that fits
     (its ``lin`` is the same; its prefill attention is never asked for: no prompt is that long); a decode graph over
     a longer cache runs ``k`` times the requests over ``1 / k`` of it (the same KV bytes read: decode attention is
     memory-bound; its ``lin`` is read from the shortest-cache graphs only)."""
     top = 2 ** int(np.log2(max_positions)) if max_positions else TOKEN_GRID[-1]
-    tok = [("token", max(1, m // top), min(m, top), 0) for m in TOKEN_GRID]
+    tok = [("token", dp * max(1, m // top), min(m, top), 0) for m in TOKEN_GRID]
     top_kv = 2 ** int(np.log2(max_positions - 1)) if max_positions else DECODE_LEN_GRID[-1]
-    dec = [("decode", d * max(1, n // top_kv), 1, min(n, top_kv)) for d in DECODE_BATCH_GRID for n in DECODE_LEN_GRID]
+    dec = [("decode", dp * d * max(1, n // top_kv), 1, min(n, top_kv))
+           for d in DECODE_BATCH_GRID for n in DECODE_LEN_GRID]
     return pd.DataFrame(tok + dec, columns=["role", "batch", "seq_len", "kv_len"])
 
 
@@ -91,6 +95,7 @@ class StepCost:
     num_layers: int
     policy: EnginePolicy
     groups: dict[str, np.ndarray] | None = None  # ms per breakdown group of each token graph (step_costs)
+    dp: int = 1  # attention data-parallel ranks stepping together; the grid's tokens and requests are one rank's
 
     def breakdown_ms(self, tokens: int) -> dict[str, float]:
         """Kernel ms per op group of the token graph nearest ``tokens`` (a prefill's makeup), where known."""
@@ -152,12 +157,17 @@ def config_fp8_gemms(spec: ModelSpec, dtype: str, parallel: object) -> float:
                                                       serving=True)))
 
 
+def attention_dp(parallel: object) -> int:
+    """Attention data-parallel ranks of a split (a :class:`~tilecast.specs.layout.Layout`'s ``dp``; 1 otherwise)."""
+    return int(getattr(parallel, "dp", 1) or 1)
+
+
 @functools.lru_cache(maxsize=256)
 def grid_frame(spec: ModelSpec, dtype: str, parallel: object) -> pd.DataFrame:
     """The grid's graphs of (``spec``, ``dtype``, ``parallel``) stacked in one op frame (a ``cell`` column: the
     row of :func:`grid_keys`)."""
     parts = []
-    for i, row in grid_keys(spec.max_positions).iterrows():
+    for i, row in grid_keys(spec.max_positions, attention_dp(parallel)).iterrows():
         frame = graph_frame(build_parallel_graph(spec, int(row.batch), int(row.seq_len), "inference", parallel,
                                                  dtype=dtype, kv_len=int(row.kv_len), serving=True))
         parts.append(frame.assign(cell=i, parallel=frame.attrs.get("parallel"),
@@ -202,7 +212,7 @@ def step_costs(spec: ModelSpec, dtype: str, parallel: object, gpus: list[GpuSpec
     forecast in one pass over every GPU, token graphs with the engine's eager all-reduce, decode graphs with its
     CUDA-graph one."""
     frame = grid_frame(spec, dtype, parallel)
-    keys = grid_keys(spec.max_positions)
+    keys = grid_keys(spec.max_positions, attention_dp(parallel))
     engine = policy.engine
     wrapped = predict
     if predict is not None and policy.kernel_factors:
@@ -219,11 +229,12 @@ def step_costs(spec: ModelSpec, dtype: str, parallel: object, gpus: list[GpuSpec
         summ = summarise_many(frame, ms[:, j]).sort_index()
         token = summ.loc[keys.index[keys["role"] == "token"]]
         cost = costs_from_summaries(token, summ.loc[keys.index[keys["role"] == "decode"]], layers, policy, n_fp8)
-        out[gpu.key] = replace(cost, groups={c[3:]: token[c].to_numpy(float) for c in token if c.startswith("ms_")})
+        out[gpu.key] = replace(cost, groups={c[3:]: token[c].to_numpy(float) for c in token if c.startswith("ms_")},
+                               dp=attention_dp(parallel))
     return out
 
 
-__all__ = ["DECODE_BATCH_GRID", "DECODE_LEN_GRID", "FUSED_QUANT_MS", "TOKEN_GRID", "StepCost", "config_fp8_gemms",
-           "costs_from_arrays", "costs_from_summaries",
+__all__ = ["DECODE_BATCH_GRID", "DECODE_LEN_GRID", "FUSED_QUANT_MS", "attention_dp", "TOKEN_GRID", "StepCost",
+           "config_fp8_gemms", "costs_from_arrays", "costs_from_summaries",
            "fp8_gemms", "grid_frame",
            "grid_keys", "step_costs"]
