@@ -58,7 +58,8 @@ def serving(cfg: DictConfig, uri: str) -> None:
 
     rows = read_table(resolve(cfg.serving))
     predict, versions = predictor_source(str(cfg.forecaster), str(cfg.alias), bool(cfg.calibrate),
-                                         dtypes=SERVE_DTYPES)
+                                         dtypes=SERVE_DTYPES, models=rows["model_path"].dropna().unique()
+                                         if "model_path" in rows else ())
     table = evaluate_serving(rows, predict)
     out = output_file(cfg.output) or Path(HydraConfig.get().runtime.output_dir) / "serving.csv"
     write_table(table, out)

@@ -14,7 +14,7 @@ from tilecast.scoring.predictors import (
     resolve_source,
 )
 from tilecast.specs import get_gpu
-from tilecast.tiles.ops import FP32_FAMILIES, TENSOR_FAMILIES
+from tilecast.tiles.ops import FP32_FAMILIES, MOE_MLA_FAMILIES, TENSOR_FAMILIES
 
 GPUS = ["l4", "h100_sxm_80gb", "tesla_t4", "mi300x"]
 
@@ -113,3 +113,7 @@ def test_families_a_matrix_needs():
     assert families_for(["fp32", "tf32"]) == (*FP32_FAMILIES, "tc_gemm")
     for half in ("bf16", "fp16", "fp8", "amp_bf16"):
         assert families_for([half]) == (*FP32_FAMILIES, *TENSOR_FAMILIES)
+    # a mixture-of-experts model adds the fused-MoE and MLA families, in half precision only; dense ones do not
+    assert families_for(["fp8"], ["deepseek_r1"]) == (*FP32_FAMILIES, *TENSOR_FAMILIES, *MOE_MLA_FAMILIES)
+    assert families_for(["fp8"], ["llama31_8b", "not-a-model"]) == (*FP32_FAMILIES, *TENSOR_FAMILIES)
+    assert families_for(["fp32"], ["deepseek_r1"]) == FP32_FAMILIES

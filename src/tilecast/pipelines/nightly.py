@@ -29,7 +29,7 @@ from tilecast.progress import phase
 from tilecast.reports.build import ReportSettings
 from tilecast.reports.diff import RunDiff
 from tilecast.reports.fleet import Fleet
-from tilecast.scoring.matrix import load_matrix
+from tilecast.scoring.matrix import load_matrix, matrix_dtypes, matrix_models
 from tilecast.scoring.predictors import families_for
 from tilecast.scoring.store import RunStore
 from tilecast.tiles.ops import FAMILIES
@@ -70,7 +70,8 @@ def missing_champions(families: tuple[str, ...] = FAMILIES) -> list[str]:
 def ensure_champion(settings: NightlySettings, config_yaml: str | None = None) -> tuple[str, ...]:
     """Train and promote the families the matrix needs that have no champion; return them (empty when all
     have one)."""
-    missing = missing_champions(families_for(load_matrix(settings.score.matrix).dtypes))
+    matrix = load_matrix(settings.score.matrix)
+    missing = missing_champions(families_for(matrix_dtypes(matrix), matrix_models(matrix)))
     if not missing:
         return ()
     from tilecast.training.promotion import PromotionPolicy, promote

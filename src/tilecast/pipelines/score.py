@@ -37,6 +37,8 @@ from tilecast.scoring.matrix import (
     expand_serve,
     expand_train_runs,
     load_matrix,
+    matrix_dtypes,
+    matrix_models,
 )
 from tilecast.scoring.metrics import FitPolicy
 from tilecast.scoring.predictors import PredictorSource, families_for, resolve_source
@@ -146,10 +148,8 @@ def prepare(settings: ScoreSettings) -> Prepared:
     n = len(cells) + (len(serve_cells) if serve_cells is not None else 0)
     log.info("matrix %s: %d cells%s, about %.1f GiB to score", matrix.name, len(cells),
                 f" and {len(serve_cells)} serve cells" if serve_cells is not None else "", n * BYTES_PER_CELL / 2**30)
-    dtypes = (matrix.dtypes + (matrix.serve.dtypes if matrix.serve else ())
-              + (matrix.train_runs.dtypes if matrix.train_runs else ()))
     source = resolve_source(settings.predictor, settings.alias, settings.tracking_uri,
-                            families_for(tuple(dict.fromkeys(dtypes))), calibrate=settings.calibrate)
+                            families_for(matrix_dtypes(matrix), matrix_models(matrix)), calibrate=settings.calibrate)
     return Prepared(matrix, cells, pricing, source, run_date(settings.date), serve_cells, train_cells)
 
 

@@ -75,7 +75,7 @@ def plan_training(question: TrainQuestion, settings: PlanSettings, client: Any, 
 def families(question: Question) -> tuple[str, ...]:
     """The kernel families the question's forecasts need."""
     dtypes = question.dtypes if isinstance(question, ServeQuestion) else (question.dtype,)
-    return families_for(dtypes)
+    return families_for(dtypes, (question.model,))
 
 
 def answer(question: Question, settings: PlanSettings, client: Any = None) -> Plan:

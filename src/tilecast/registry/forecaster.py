@@ -109,14 +109,15 @@ def as_family_predictor(predictors: Mapping[str, KernelPredictor]) -> FamilyPred
 
 
 def predictor_source(source: str = "registry", alias: str = "champion", calibrate: bool = True,
-                     dtypes: Iterable[str] = ("fp32",)) -> tuple[FamilyPredictor, dict[str, str]]:
+                     dtypes: Iterable[str] = ("fp32",), models: Iterable[Any] = ()
+                     ) -> tuple[FamilyPredictor, dict[str, str]]:
     """The predictors of the families a workload of ``dtypes`` uses, and only those
     (:func:`tilecast.predictors.sources.resolve_predictors`: ``registry`` champion, falling back to challenger, with the
     stored per-GPU calibrations when ``calibrate``; ``roofline``: the spec sheet, no versions)."""
     from tilecast.predictors.sources import resolve_predictors
     from tilecast.scoring.predictors import families_for
 
-    resolved = resolve_predictors(source, alias, families_for(dtypes), calibrate)
+    resolved = resolve_predictors(source, alias, families_for(dtypes, models), calibrate)
     return resolved.predict, resolved.versions
 
 
@@ -435,7 +436,7 @@ def predict_workload(model, gpu, batch: int, seq_len: int, mode: str, parallel: 
     """Forecast one workload with the chosen predictors: (``Forecast``, JSON-ready record with ``pred_lo_ms`` /
     ``pred_hi_ms`` at ``interval_level``, default :data:`tilecast.forecast.intervals.DEFAULT_LEVEL`)."""
     level = check_level(interval_level)  # a bad level is refused before any forecast
-    predict, versions = predictor_source(source, alias, calibrate, dtypes=(dtype,))
+    predict, versions = predictor_source(source, alias, calibrate, dtypes=(dtype,), models=(model,))
     fc = forecast(model, gpu, batch, seq_len, mode, parallel, fused, predict, dtype=dtype)
     notes = list(getattr(predict, "notes", []))
     used = getattr(predict, "used_calibrations", {})
@@ -454,7 +455,7 @@ def predict_serve(sw, gpu, source: str = "registry", alias: str = "champion", ca
     from tilecast.forecast.serve import forecast_serve
 
     level = check_level(interval_level)
-    predict, versions = predictor_source(source, alias, calibrate, dtypes=(sw.dtype,))
+    predict, versions = predictor_source(source, alias, calibrate, dtypes=(sw.dtype,), models=(sw.model,))
     fc = forecast_serve(sw, gpu, predict, engine, engine_version, policy)
     record = {**fc.to_dict(), "forecaster": source, "alias": alias if source == "registry" else None,
               "versions": {f: str(v) for f, v in versions.items()}, "notes": list(getattr(predict, "notes", []))}

@@ -161,6 +161,18 @@ class Matrix:
                 + (self.train_runs.size if self.train_runs is not None else 0))
 
 
+def matrix_dtypes(matrix: Matrix) -> tuple[str, ...]:
+    """Every dtype a matrix's cells run in (grid, serve and training-run sections), in order, once each."""
+    return tuple(dict.fromkeys(matrix.dtypes + (matrix.serve.dtypes if matrix.serve else ())
+                               + (matrix.train_runs.dtypes if matrix.train_runs else ())))
+
+
+def matrix_models(matrix: Matrix) -> tuple[str, ...]:
+    """Every model a matrix's cells run (grid, serve and training-run sections), in order, once each."""
+    return tuple(dict.fromkeys(matrix.models + (matrix.serve.models if matrix.serve else ())
+                               + (matrix.train_runs.models if matrix.train_runs else ())))
+
+
 def _as_list(name: str, field: str, value: Any) -> list[Any]:
     if isinstance(value, (str, int, bool)):
         return [value]

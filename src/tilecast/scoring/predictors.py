@@ -33,7 +33,7 @@ from tilecast.forecast.ops import op_latency_matrix
 from tilecast.predictors.sources import FORECASTERS, check_forecaster
 from tilecast.specs import GpuSpec, get_gpu
 from tilecast.tiles.dtypes import HALF_DTYPES, TENSOR_DTYPES, op_dtype
-from tilecast.tiles.ops import FAMILIES, FP32_FAMILIES, TENSOR_FAMILIES
+from tilecast.tiles.ops import FAMILIES, FP32_FAMILIES, MOE_MLA_FAMILIES, PRECISION_FAMILIES, TENSOR_FAMILIES
 from tilecast.tiles.roofline import roofline_ms
 
 log = logging.getLogger(__name__)
@@ -78,20 +78,36 @@ class PredictorSource:
         return None if why is None else f"no predictor for family {family!r}: {why}"
 
 
-def families_for(dtypes: Iterable[str]) -> tuple[str, ...]:
-    """Kernel families the cells of these workload dtypes are forecast with: the fp32 families (fp32 GEMMs,
-    and vector ops in every dtype), ``tc_gemm`` for tensor-core GEMMs, the fused-attention families for
-    half precisions."""
+def families_for(dtypes: Iterable[str], models: Iterable[object] = ()) -> tuple[str, ...]:
+    """Kernel families the cells of these workload dtypes (and ``models``: catalog keys or specs) are forecast
+    with: the fp32 families (fp32 GEMMs, and vector ops in every dtype), ``tc_gemm`` for tensor-core GEMMs, the
+    fused-attention families for half precisions, and the fused-MoE / MLA families when a mixture-of-experts
+    model is among ``models`` in a half precision."""
     dtypes = set(dtypes)
     tensor = any(op_dtype(d, k) in TENSOR_DTYPES for d in dtypes for k in ("linear", "bmm"))
     half = bool(dtypes & HALF_DTYPES)
     return (*FP32_FAMILIES, *(("tc_gemm",) if tensor else ()),
-            *(f for f in TENSOR_FAMILIES if f != "tc_gemm" and half))
+            *(f for f in TENSOR_FAMILIES if f != "tc_gemm" and half),
+            *(MOE_MLA_FAMILIES if half and any_moe(models) else ()))
+
+
+def any_moe(models: Iterable[object]) -> bool:
+    """Whether any of ``models`` (catalog keys or specs; keys the catalog does not know are skipped: their cells
+    carry that error) is a mixture-of-experts model."""
+    from tilecast.specs import get_model
+
+    for m in models:
+        try:
+            if (m if hasattr(m, "family") else get_model(str(m))).family == "moe":
+                return True
+        except (KeyError, ValueError):
+            continue
+    return False
 
 
 def resolve_source(kind: str = "registry", alias: str = "champion", tracking_uri: str | None = None,
                    families: Iterable[str] = FAMILIES, calibrate: bool = True,
-                   optional: Iterable[str] = TENSOR_FAMILIES) -> PredictorSource:
+                   optional: Iterable[str] = PRECISION_FAMILIES) -> PredictorSource:
     """Pin the predictors of a run (registry: alias -> version per family, with the registry's fallback).
 
     A family in ``optional`` without a registered model is recorded in ``missing`` (its cells will carry
