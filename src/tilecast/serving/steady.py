@@ -53,7 +53,7 @@ def steady_state(cost: StepCost, isl: np.ndarray, osl: np.ndarray, concurrency: 
     n_req = PROMPTS_PER_CONCURRENCY * c_glob if n_requests is None else np.asarray(n_requests, dtype=float) + 0 * c_glob
     # attention data parallelism: each of the dp ranks schedules its own share of the requests (its own token
     # budget, max_num_seqs and KV cache); the ranks step together, so one rank's loop is the replica's
-    dp = float(getattr(cost, "dp", 1) or 1)
+    dp = float(cost.dp)
     c_all, n_req = np.ceil(c_glob / dp), n_req / dp
     # the engine runs at most max_num_seqs requests and admits a request while the KV cache holds its prompt (it
     # preempts when the outputs outgrow it: rare while requests are at every stage); the rest wait for a slot
